@@ -1,0 +1,112 @@
+"""`spotter`: migrate, seed-demo, token, subjects, asyncapi, chat and up."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from pathlib import Path
+
+import asyncpg
+
+from spotter_shared.auth import issue_dev_token
+from spotter_shared.contracts import CATALOG
+from spotter_shared.db import migrate
+from spotter_shared.settings import AuthSettings
+
+
+def _migrate(_: argparse.Namespace) -> int:
+    applied = asyncio.run(migrate(AuthSettings().database_url))
+    print(f"applied {len(applied)} migration(s): {', '.join(applied) or 'none pending'}", file=sys.stderr)
+    return 0
+
+
+def _seed(_: argparse.Namespace) -> int:
+    from .seed import seed_demo
+
+    summary = asyncio.run(seed_demo(AuthSettings().database_url))
+    print(f"seeded: {summary}", file=sys.stderr)
+    return 0
+
+
+async def _user_id(dsn: str, email: str) -> str | None:
+    conn = await asyncpg.connect(dsn)
+    try:
+        value = await conn.fetchval("SELECT id FROM users WHERE lower(email) = lower($1)", email)
+    finally:
+        await conn.close()
+    return str(value) if value else None
+
+
+def _token(args: argparse.Namespace) -> int:
+    settings = AuthSettings()
+    user_id = asyncio.run(_user_id(settings.database_url, args.email))
+    if user_id is None:
+        print(f"no user with email {args.email} (run `spotter seed-demo`?)", file=sys.stderr)
+        return 1
+    print(issue_dev_token(settings, user_id))
+    return 0
+
+
+def _subjects(_: argparse.Namespace) -> int:
+    width = max(len(ep.subject) for ep in CATALOG)
+    for ep in CATALOG:
+        reply = f" -> {ep.reply.__name__}" if ep.reply else ""
+        where = f" [stream {ep.stream}]" if ep.stream else (f" [queue {ep.queue}]" if ep.queue else "")
+        print(f"{ep.subject:<{width}}  {ep.pattern:<7}  {ep.payload.__name__}{reply}{where}  {ep.description}")
+    return 0
+
+
+def _asyncapi(args: argparse.Namespace) -> int:
+    from .asyncapi import DOC_PATH, render
+
+    path = Path(args.path or DOC_PATH)
+    doc = render()
+    if args.check:
+        if not path.exists() or path.read_text() != doc:
+            print(f"{path} is stale: run `spotter asyncapi`", file=sys.stderr)
+            return 1
+        return 0
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(doc)
+    print(f"wrote {path}", file=sys.stderr)
+    return 0
+
+
+def _chat(args: argparse.Namespace) -> int:
+    from .chat import run_chat
+
+    return run_chat(args.url, args.email, args.token, args.message)
+
+
+def _up(args: argparse.Namespace) -> int:
+    from .supervisor import up_command
+
+    return up_command(args.rest)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="spotter", description="Spotter developer commands.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("migrate", help="apply database migrations").set_defaults(func=_migrate)
+    sub.add_parser("seed-demo", help="create the demo studio (idempotent)").set_defaults(func=_seed)
+    token = sub.add_parser("token", help="print a development JWT for a seeded user")
+    token.add_argument("email")
+    token.set_defaults(func=_token)
+    sub.add_parser("subjects", help="print the NATS subject catalog").set_defaults(func=_subjects)
+    api = sub.add_parser("asyncapi", help="write (or --check) the AsyncAPI document")
+    api.add_argument("--check", action="store_true")
+    api.add_argument("--path")
+    api.set_defaults(func=_asyncapi)
+    chat = sub.add_parser("chat", help="chat with the agent in the terminal")
+    chat.add_argument("--url", default="http://127.0.0.1:8080")
+    chat.add_argument("--email", default="owner@demo.gym")
+    chat.add_argument("--token", default=None, help="bearer token (default: minted for --email)")
+    chat.add_argument("-m", "--message", action="append", help="send this message and exit (repeatable)")
+    chat.set_defaults(func=_chat)
+    up = sub.add_parser("up", help="run the whole stack in the foreground")
+    up.add_argument("rest", nargs=argparse.REMAINDER)
+    up.set_defaults(func=_up)
+    args = parser.parse_args(argv)
+    sys.exit(args.func(args))

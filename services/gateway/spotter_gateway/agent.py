@@ -1,0 +1,217 @@
+"""Seed 000's HTTP surface under /organizations/{orgId}/agent, plus replay and usage."""
+
+from __future__ import annotations
+
+import json
+import logging
+import uuid
+from collections.abc import AsyncIterator
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Header, Path, Query, Request
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic.alias_generators import to_camel
+from sse_starlette import EventSourceResponse
+
+from spotter_shared import bus
+from spotter_shared.contracts.billing import USAGE, UsageQuery, UsageSnapshot
+from spotter_shared.contracts.commands import COMMANDS_STREAM, SEND_MESSAGE, PageContext, SendMessage
+from spotter_shared.errors import ErrorCode, RemoteError, SpotterError
+from spotter_shared.turnlock import TurnLock
+
+from . import conversations
+from .deps import Member, Pool, Staff, parse_uuid
+from .errors import trace_id
+from .streams import EventFeed, LoggedEvent, StreamIdle
+
+log = logging.getLogger(__name__)
+
+router = APIRouter(prefix="/organizations/{orgId}/agent")
+
+# Idempotency-Key → deterministic turn/conversation ids, so a retried POST re-attaches.
+_IDEMPOTENCY_NS = uuid.UUID("8d6f6c1e-5a0e-4c53-9d0c-7b1f3f2b8e11")
+
+
+class SendBody(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, validate_by_name=True, extra="forbid")
+
+    conversation_id: uuid.UUID | None = Field(default=None)
+    message: str = Field(min_length=1)
+    page_context: PageContext | None = Field(default=None)
+
+    @field_validator("message")
+    @classmethod
+    def _not_blank(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("message must not be blank")
+        return value
+
+
+def sse_response(request: Request, events: AsyncIterator[dict[str, Any]]) -> EventSourceResponse:
+    settings = request.app.state.settings
+    return EventSourceResponse(
+        events,
+        ping=int(settings.spotter_sse_ping_s),
+        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+    )
+
+
+def transient_error(code: ErrorCode, message: str, trace: str, conversation_id: str | None) -> list[dict[str, Any]]:
+    """An error that is not part of the conversation's log (nothing happened), so it has no id."""
+    events = [{"event": "error", "data": json.dumps({"type": "error", "code": code, "message": message, "traceId": trace})}]
+    if conversation_id:
+        done = {"type": "done", "conversationId": conversation_id, "usage": {
+            "inputTokens": 0, "outputTokens": 0, "cacheReadTokens": 0, "cacheCreationTokens": 0, "costUsdMicros": 0}}
+        events.append({"event": "done", "data": json.dumps(done)})
+    return events
+
+
+async def _iterate(items: list[dict[str, Any]]) -> AsyncIterator[dict[str, Any]]:
+    for item in items:
+        yield item
+
+
+@router.post("/messages")
+async def send_message(
+    request: Request,
+    body: SendBody,
+    actor: Staff,
+    db: Pool,
+    idempotency_key: Annotated[str | None, Header(alias="Idempotency-Key", max_length=64)] = None,
+) -> EventSourceResponse:
+    settings = request.app.state.settings
+    trace = trace_id(request)
+    if len(body.message) > settings.spotter_max_message_chars:
+        raise SpotterError(ErrorCode.INVALID_REQUEST, f"message is longer than {settings.spotter_max_message_chars} characters.")
+    command_id = idempotency_key or str(uuid.uuid4())
+    turn_id = str(uuid.uuid5(_IDEMPOTENCY_NS, f"{actor.user_id}:{command_id}"))
+    if body.conversation_id is not None:
+        conversation = await conversations.owned_conversation(db, actor, body.conversation_id)
+        conversation_id, is_new, after = str(conversation["id"]), False, conversation["last_event_seq"]
+    else:
+        conversation_id = str(uuid.uuid5(_IDEMPOTENCY_NS, f"conversation:{turn_id}")) if idempotency_key else str(uuid.uuid4())
+        is_new, after = True, 0
+
+    existing = await db.fetchrow("SELECT status::text AS status, conversation_id FROM ai_turns WHERE id = $1", uuid.UUID(turn_id))
+    if existing is not None:
+        # A retried POST with the same Idempotency-Key: replay that turn instead of starting one.
+        first = await db.fetchval(
+            "SELECT min(seq) FROM ai_conversation_events WHERE conversation_id = $1 AND turn_id = $2",
+            existing["conversation_id"], uuid.UUID(turn_id),
+        )
+        return await _stream_turn(request, str(existing["conversation_id"]), turn_id, (first or 1) - 1)
+
+    lock: TurnLock = request.app.state.turn_lock
+    if not await lock.claim(conversation_id, turn_id):
+        return sse_response(request, _iterate(transient_error(
+            ErrorCode.CONVERSATION_BUSY, "This conversation is still answering. Wait for it to finish or cancel it.",
+            trace, conversation_id)))
+
+    command = SendMessage(
+        command_id=command_id, turn_id=turn_id, conversation_id=conversation_id, is_new=is_new, actor=actor,
+        message=body.message, page_context=body.page_context, trace_id=trace,
+    )
+    feed = await EventFeed(db, request.app.state.nats, conversation_id).open()
+    try:
+        await request.app.state.broker.publish(
+            command.to_bytes(), SEND_MESSAGE.subject, stream=COMMANDS_STREAM,
+            headers=bus.publish_headers(msg_id=command_id, trace_id=trace),
+        )
+    except Exception:
+        await feed.close()
+        await lock.release(conversation_id, turn_id)
+        raise
+    return sse_response(request, _turn_events(request, feed, turn_id, after))
+
+
+async def _stream_turn(request: Request, conversation_id: str, turn_id: str, after: int) -> EventSourceResponse:
+    feed = await EventFeed(request.app.state.pool, request.app.state.nats, conversation_id).open()
+    return sse_response(request, _turn_events(request, feed, turn_id, after))
+
+
+async def _turn_events(request: Request, feed: EventFeed, turn_id: str, after: int) -> AsyncIterator[dict[str, Any]]:
+    """Events of the conversation from `after` until this turn's `done`."""
+    settings = request.app.state.settings
+    db = request.app.state.pool
+
+    def stop(event: LoggedEvent) -> bool:
+        return event.type == "done" and event.turn_id == turn_id
+
+    async def running() -> bool:
+        status = await db.fetchval("SELECT status::text FROM ai_turns WHERE id = $1", uuid.UUID(turn_id))
+        # Not yet picked up (the command waits in JetStream) counts as running.
+        return status is None or status == "running"
+
+    try:
+        async for event in feed.events(after, stop, settings.spotter_stream_idle_timeout_s, running):
+            yield event.sse()
+    except StreamIdle:
+        for item in transient_error(ErrorCode.INTERNAL, "No progress from the assistant; the turn may still finish — reopen the conversation.", trace_id(request), None):
+            yield item
+
+
+@router.get("/conversations/{conversationId}/events")
+async def replay_events(
+    request: Request,
+    actor: Member,
+    db: Pool,
+    conversation_id: Annotated[str, Path(alias="conversationId")],
+    after: Annotated[int | None, Query(ge=0)] = None,
+    last_event_id: Annotated[str | None, Header(alias="Last-Event-ID")] = None,
+) -> EventSourceResponse:
+    conversation = await conversations.owned_conversation(db, actor, parse_uuid(conversation_id, "conversationId"))
+    cursor = after if after is not None else _parse_last_event_id(last_event_id)
+    lock: TurnLock = request.app.state.turn_lock
+    cid = str(conversation["id"])
+
+    async def running() -> bool:
+        if await lock.holder(cid):
+            return True
+        return bool(await db.fetchval(
+            "SELECT 1 FROM ai_turns WHERE conversation_id = $1 AND status = 'running' LIMIT 1", conversation["id"]))
+
+    async def events() -> AsyncIterator[dict[str, Any]]:
+        feed = await EventFeed(db, request.app.state.nats, cid).open()
+        try:
+            async for event in feed.events(cursor, lambda e: False, request.app.state.settings.spotter_stream_idle_timeout_s, running):
+                yield event.sse()
+        except StreamIdle:
+            return
+
+    return sse_response(request, events())
+
+
+def _parse_last_event_id(value: str | None) -> int:
+    if value is None or value.strip() == "":
+        return 0
+    try:
+        parsed = int(value.strip())
+    except ValueError:
+        raise SpotterError(ErrorCode.INVALID_REQUEST, "Last-Event-ID must be an event sequence number.") from None
+    if parsed < 0:
+        raise SpotterError(ErrorCode.INVALID_REQUEST, "Last-Event-ID must not be negative.")
+    return parsed
+
+
+@router.get("/conversations")
+async def list_conversations(actor: Member, db: Pool, limit: Annotated[int, Query(ge=1, le=200)] = 50) -> dict[str, Any]:
+    return {"conversations": await conversations.list_for(db, actor, limit)}
+
+
+@router.get("/conversations/{conversationId}")
+async def get_conversation(actor: Member, db: Pool, conversation_id: Annotated[str, Path(alias="conversationId")]) -> dict[str, Any]:
+    row = await conversations.owned_conversation(db, actor, parse_uuid(conversation_id, "conversationId"))
+    return await conversations.detail(db, row)
+
+
+@router.get("/usage")
+async def usage(request: Request, actor: Member) -> dict[str, Any]:
+    try:
+        snapshot = await bus.request(
+            request.app.state.broker, USAGE, UsageQuery(organization_id=actor.organization_id),
+            timeout=5.0, trace_id=trace_id(request),
+        )
+    except RemoteError as exc:
+        raise SpotterError(ErrorCode(exc.code) if exc.code in ErrorCode._value2member_map_ else ErrorCode.INTERNAL, exc.message) from exc
+    assert isinstance(snapshot, UsageSnapshot)
+    return snapshot.model_dump(mode="json")

@@ -1,0 +1,107 @@
+"""Read side of conversations: lists and reconstructed detail, straight from Postgres."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import asyncpg
+
+from spotter_shared.contracts.commands import Actor
+from spotter_shared.errors import ErrorCode, SpotterError
+
+
+async def owned_conversation(db: asyncpg.Pool, actor: Actor, conversation_id: uuid.UUID) -> asyncpg.Record:
+    """The caller's own conversation in this org, or not_found (never 403: no existence leaks)."""
+    row = await db.fetchrow(
+        """SELECT id, title, pinned, archived_at, model, last_message_at, created_at, last_event_seq,
+                  total_input_tokens, total_output_tokens, total_cache_read_tokens,
+                  total_cache_creation_tokens, cost_usd_micros
+           FROM ai_conversations WHERE id = $1 AND organization_id = $2 AND user_id = $3""",
+        conversation_id, uuid.UUID(actor.organization_id), uuid.UUID(actor.user_id),
+    )
+    if row is None:
+        raise SpotterError(ErrorCode.NOT_FOUND, "Conversation not found.")
+    return row
+
+
+def summary(row: asyncpg.Record) -> dict[str, Any]:
+    return {
+        "id": str(row["id"]),
+        "title": row["title"],
+        "pinned": row["pinned"],
+        "archivedAt": iso(row["archived_at"]),
+        "model": row["model"],
+        "lastMessageAt": iso(row["last_message_at"]),
+        "createdAt": iso(row["created_at"]),
+        "lastEventSeq": row["last_event_seq"],
+        "usage": {
+            "inputTokens": row["total_input_tokens"],
+            "outputTokens": row["total_output_tokens"],
+            "cacheReadTokens": row["total_cache_read_tokens"],
+            "cacheCreationTokens": row["total_cache_creation_tokens"],
+            "costUsdMicros": row["cost_usd_micros"],
+        },
+    }
+
+
+async def list_for(db: asyncpg.Pool, actor: Actor, limit: int) -> list[dict[str, Any]]:
+    rows = await db.fetch(
+        """SELECT id, title, pinned, archived_at, model, last_message_at, created_at, last_event_seq,
+                  total_input_tokens, total_output_tokens, total_cache_read_tokens,
+                  total_cache_creation_tokens, cost_usd_micros
+           FROM ai_conversations WHERE organization_id = $1 AND user_id = $2 AND archived_at IS NULL
+           ORDER BY last_message_at DESC LIMIT $3""",
+        uuid.UUID(actor.organization_id), uuid.UUID(actor.user_id), limit,
+    )
+    return [summary(r) for r in rows]
+
+
+async def detail(db: asyncpg.Pool, conversation: asyncpg.Record) -> dict[str, Any]:
+    messages = await db.fetch(
+        """SELECT id, role::text AS role, content, stop_reason, created_at, page_context,
+                  input_tokens, output_tokens, cache_read_tokens, cache_creation_tokens, model
+           FROM ai_messages WHERE conversation_id = $1 ORDER BY position""",
+        conversation["id"],
+    )
+    tools = await db.fetch(
+        """SELECT tool_use_id, message_id, router, action, input, output, status::text AS status,
+                  error_code, error_message, duration_ms, created_at
+           FROM ai_tool_executions WHERE conversation_id = $1 ORDER BY created_at""",
+        conversation["id"],
+    )
+    calls: dict[str, dict[str, Any]] = {
+        r["tool_use_id"]: {
+            "toolUseId": r["tool_use_id"], "router": r["router"], "action": r["action"], "input": r["input"],
+            "status": r["status"], "output": r["output"],
+            "error": {"code": r["error_code"], "message": r["error_message"]} if r["error_code"] else None,
+            "durationMs": r["duration_ms"],
+        }
+        for r in tools
+    }
+    out = []
+    for m in messages:
+        item: dict[str, Any] = {
+            "id": str(m["id"]), "role": m["role"], "createdAt": iso(m["created_at"]), "content": m["content"],
+            "text": "".join(b.get("text", "") for b in m["content"] if b.get("type") == "text"),
+        }
+        if m["role"] == "assistant":
+            item["stopReason"] = m["stop_reason"]
+            item["model"] = m["model"]
+            item["usage"] = {
+                "inputTokens": m["input_tokens"], "outputTokens": m["output_tokens"],
+                "cacheReadTokens": m["cache_read_tokens"], "cacheCreationTokens": m["cache_creation_tokens"],
+            }
+            item["toolCalls"] = [
+                calls.get(b["id"], {"toolUseId": b["id"], "router": b["name"].partition("__")[0],
+                                    "action": b["name"].partition("__")[2], "input": b.get("input"), "status": "pending"})
+                for b in m["content"] if b.get("type") == "tool_use"
+            ]
+        if m["page_context"]:
+            item["pageContext"] = m["page_context"]
+        out.append(item)
+    return {**summary(conversation), "messages": out}
+
+
+def iso(value: Any) -> str | None:
+    return value.isoformat() if value is not None else None

@@ -1,0 +1,15 @@
+from __future__ import annotations
+
+from spotter_shared.settings import AuthSettings
+
+
+class GatewaySettings(AuthSettings):
+    spotter_http_host: str = "127.0.0.1"
+    spotter_http_port: int = 8080
+    spotter_max_message_chars: int = 16000
+    spotter_max_body_bytes: int = 256 * 1024
+    # The orchestrator's lease; the gateway claims it before publishing a send.
+    spotter_turn_lock_ttl_s: float = 45.0
+    # A stream with no event for this long ends with `internal` (the turn may still finish; resume).
+    spotter_stream_idle_timeout_s: float = 120.0
+    spotter_sse_ping_s: float = 15.0

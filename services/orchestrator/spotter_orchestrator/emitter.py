@@ -1,0 +1,68 @@
+"""Writes a turn's SSE events to the conversation's log, then fans them out on NATS.
+
+The log (Postgres) is the source of truth: an event is published only after it is stored with
+its sequence number, and a gateway that misses a publish re-reads the log. Token deltas are
+coalesced (PITFALLS: one message per token saturates the bus) into ~40 ms batches.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from faststream.nats import NatsBroker
+
+from spotter_shared.contracts.events import ConversationEvent, SseEvent, TextDelta, conversation_subject
+
+from .store import Store
+
+log = logging.getLogger(__name__)
+
+DELTA_FLUSH_S = 0.04
+
+
+class Emitter:
+    def __init__(self, store: Store, broker: NatsBroker, conversation_id: str, turn_id: str) -> None:
+        self._store = store
+        self._broker = broker
+        self.conversation_id = conversation_id
+        self.turn_id = turn_id
+        self._buffer = ""
+        self._last_flush = 0.0
+        # Text already shown to listeners by a crashed attempt of this model call; the retry's
+        # first characters are not sent twice (the SSE protocol has no retraction event).
+        self._suppress = 0
+
+    def suppress_prefix(self, chars: int) -> None:
+        self._suppress = chars
+
+    async def emit(self, event: SseEvent) -> int:
+        await self.flush()
+        return await self._write(event)
+
+    async def text(self, delta: str) -> None:
+        if self._suppress:
+            skipped = min(self._suppress, len(delta))
+            self._suppress -= skipped
+            delta = delta[skipped:]
+        if not delta:
+            return
+        self._buffer += delta
+        if time.monotonic() - self._last_flush >= DELTA_FLUSH_S:
+            await self.flush()
+
+    async def flush(self) -> None:
+        if self._buffer:
+            delta, self._buffer = self._buffer, ""
+            self._last_flush = time.monotonic()
+            await self._write(TextDelta(delta=delta))
+
+    async def _write(self, event: SseEvent) -> int:
+        data = event.model_dump(mode="json", exclude_none=True)
+        seq = await self._store.append_event(self.conversation_id, self.turn_id, event.type, data)
+        envelope = ConversationEvent(conversation_id=self.conversation_id, seq=seq, turn_id=self.turn_id, event=event)
+        try:
+            await self._broker.publish(envelope.to_bytes(), conversation_subject(self.conversation_id))
+        except Exception:  # noqa: BLE001 — listeners catch up from the log
+            log.warning("live publish failed for %s seq %s", self.conversation_id, seq, exc_info=True)
+        return seq

@@ -1,0 +1,225 @@
+"""driveModelLoop as an explicit state machine: each step is a small function returning the only
+steps that may follow it (CallModel → RunTools | Finished | Failed; RunTools → CallModel)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from spotter_shared import telemetry
+from spotter_shared.contracts.billing import ReserveBudget, SettleUsage
+from spotter_shared.contracts.commands import Actor
+from spotter_shared.contracts.events import MessageDone, ToolCompleted, ToolError, ToolStarted, TurnUsage
+from spotter_shared.contracts.tools import ExecuteTool, ToolOutcome, ToolSpec
+from spotter_shared.errors import ErrorCode, RemoteError
+
+from .emitter import Emitter
+from .model import ModelClient, ModelReply, ProviderError
+from .peers import Peers
+from .prompt import merge_consecutive, repair_replay, validate_replay, with_cached_tail
+from .store import Store
+
+log = logging.getLogger(__name__)
+
+
+# Steps ------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class CallModel:
+    pass
+
+
+@dataclass(frozen=True)
+class RunTools:
+    message_id: str
+    tool_uses: list[dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class Finished:
+    stop_reason: str | None
+
+
+@dataclass(frozen=True)
+class Failed:
+    code: ErrorCode
+    message: str
+
+
+Step = CallModel | RunTools | Finished | Failed
+
+
+@dataclass
+class LoopContext:
+    """Everything fixed for the duration of one turn."""
+
+    conversation_id: str
+    turn_id: str
+    trace_id: str
+    actor: Actor
+    model: str
+    max_tokens: int
+    max_rounds: int
+    system: list[dict[str, Any]]
+    tools: list[dict[str, Any]]
+    specs: dict[str, ToolSpec]
+    emitter: Emitter
+    rounds: int = 0
+    already_announced: set[str] = field(default_factory=set)  # tool ids whose tool_started was logged
+    already_completed: set[str] = field(default_factory=set)
+
+
+class ModelLoop:
+    def __init__(self, store: Store, peers: Peers, model: ModelClient) -> None:
+        self._store = store
+        self._peers = peers
+        self._model = model
+
+    async def drive(self, ctx: LoopContext, history: list[dict[str, Any]], step: Step) -> Finished | Failed:
+        while True:
+            match step:
+                case CallModel():
+                    if ctx.rounds >= ctx.max_rounds:
+                        # MAX_TURNS: the assistant's last message stands.
+                        return Finished(stop_reason="max_turns")
+                    step = await self.call_model(ctx, history)
+                case RunTools():
+                    step = await self.run_tools(ctx, history, step)
+                case Finished() | Failed():
+                    return step
+
+    # CallModel ----------------------------------------------------------------------------------
+    async def call_model(self, ctx: LoopContext, history: list[dict[str, Any]]) -> RunTools | Finished | Failed:
+        messages = self._replayable(ctx, history)
+        params = {
+            "model": ctx.model,
+            "max_tokens": ctx.max_tokens,
+            "system": ctx.system,
+            "tools": ctx.tools,
+            "messages": with_cached_tail(messages),
+        }
+        reservation_id = str(uuid.uuid4())
+        held = await self._peers.reserve(
+            ReserveBudget(
+                reservation_id=reservation_id, organization_id=ctx.actor.organization_id, model=ctx.model,
+                input_tokens=estimate_tokens(params), max_output_tokens=ctx.max_tokens,
+            ),
+            ctx.trace_id,
+        )
+        if not held.ok:
+            return Failed(ErrorCode.AGENT_BUDGET_EXCEEDED, held.message or "Daily AI budget reached.")
+        ctx.rounds += 1
+        try:
+            reply = await self._model.stream(params, ctx.emitter.text)
+        except ProviderError as exc:
+            await self._settle(ctx, reservation_id, None)
+            return Failed(exc.code, exc.message)
+        await ctx.emitter.flush()
+        usage = await self._settle(ctx, reservation_id, reply)
+        message_id = await self._store.append_message(
+            ctx.conversation_id, ctx.turn_id, "assistant", reply.content,
+            stop_reason=reply.stop_reason, usage=usage, model=ctx.model,
+        )
+        history.append({"role": "assistant", "content": reply.content})
+        await ctx.emitter.emit(MessageDone(message_id=message_id, stop_reason=reply.stop_reason))
+        tool_uses = [b for b in reply.content if b.get("type") == "tool_use"]
+        # Any tool_use must be answered, whatever the stop reason, or the next request is invalid.
+        if tool_uses:
+            return RunTools(message_id=message_id, tool_uses=tool_uses)
+        return Finished(stop_reason=reply.stop_reason)
+
+    def _replayable(self, ctx: LoopContext, history: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        messages = merge_consecutive(history)
+        violations = validate_replay(messages)
+        if not violations:
+            return messages
+        telemetry.event(
+            log, "agent.replay.violation", violations=len(violations),
+            reasons=sorted({v.reason for v in violations}), repaired=True,
+            blocks=[[b.get("type") for b in m["content"]] for m in messages],
+        )
+        return repair_replay(messages, violations)
+
+    async def _settle(self, ctx: LoopContext, reservation_id: str, reply: ModelReply | None) -> TurnUsage:
+        settlement = await self._peers.settle(
+            SettleUsage(
+                reservation_id=reservation_id, organization_id=ctx.actor.organization_id, user_id=ctx.actor.user_id,
+                conversation_id=ctx.conversation_id, model=ctx.model, usage=reply.usage if reply else None,
+                count_message=ctx.rounds == 1 and reply is not None,
+            ),
+            ctx.trace_id,
+        )
+        if reply is None:
+            return TurnUsage()
+        u = reply.usage
+        usage = TurnUsage(
+            input_tokens=u.input_tokens, output_tokens=u.output_tokens, cache_read_tokens=u.cache_read_tokens,
+            cache_creation_tokens=u.cache_write_5m_tokens + u.cache_write_1h_tokens,
+            cost_usd_micros=settlement.cost_usd_micros,
+        )
+        await self._store.add_turn_usage(ctx.turn_id, usage)
+        return usage
+
+    # RunTools -----------------------------------------------------------------------------------
+    async def run_tools(self, ctx: LoopContext, history: list[dict[str, Any]], step: RunTools) -> CallModel:
+        results = [await self._run_one(ctx, step.message_id, tool_use) for tool_use in step.tool_uses]
+        # All results of one assistant message go back in one user message (seed 000).
+        await self._store.append_message(ctx.conversation_id, ctx.turn_id, "tool_result", results)
+        history.append({"role": "user", "content": results})
+        return CallModel()
+
+    async def _run_one(self, ctx: LoopContext, message_id: str, tool_use: dict[str, Any]) -> dict[str, Any]:
+        router, action = split_tool_name(tool_use["name"])
+        tool_input = tool_use.get("input") if isinstance(tool_use.get("input"), dict) else {}
+        if tool_use["id"] not in ctx.already_announced:
+            await ctx.emitter.emit(ToolStarted(tool_use_id=tool_use["id"], router=router, action=action, input=tool_input))
+        outcome = await self._execute(ctx, message_id, tool_use["id"], router, action, tool_input)
+        ok = outcome.status == "succeeded"
+        payload = outcome.output if ok else (outcome.error.model_dump(mode="json") if outcome.error else None)
+        if tool_use["id"] not in ctx.already_completed:
+            await ctx.emitter.emit(
+                ToolCompleted(
+                    tool_use_id=tool_use["id"], router=router, action=action, ok=ok, output=payload,
+                    inverse_available=outcome.inverse_available,
+                )
+            )
+        return tool_result_block(tool_use["id"], payload, is_error=not ok)
+
+    async def _execute(self, ctx: LoopContext, message_id: str, tool_use_id: str, router: str, action: str, tool_input: dict) -> ToolOutcome:
+        cmd = ExecuteTool(
+            conversation_id=ctx.conversation_id, message_id=message_id, tool_use_id=tool_use_id,
+            router=router, action=action, input=tool_input, actor=ctx.actor, trace_id=ctx.trace_id,
+        )
+        try:
+            return await self._peers.execute(cmd)
+        except (TimeoutError, RemoteError) as exc:
+            # A failed tool call is data for the model, never a crashed turn.
+            return ToolOutcome(
+                tool_use_id=tool_use_id, status="failed", duration_ms=0, inverse_available=False,
+                error=ToolError(code="tool_unavailable", message=f"The tool could not be run ({type(exc).__name__}).",
+                                hint="Try again later or tell the user it is unavailable."),
+            )
+
+
+def split_tool_name(name: str) -> tuple[str, str]:
+    router, sep, action = name.partition("__")
+    return (router, action) if sep else ("", name)
+
+
+def tool_result_block(tool_use_id: str, payload: Any, *, is_error: bool) -> dict[str, Any]:
+    block: dict[str, Any] = {
+        "type": "tool_result",
+        "tool_use_id": tool_use_id,
+        # Tool output is data, wrapped so it is never read as instructions (SPEC decision 11).
+        "content": json.dumps(payload, ensure_ascii=False, default=str),
+    }
+    if is_error:
+        block["is_error"] = True
+    return block
+
+
+def estimate_tokens(params: dict[str, Any]) -> int:
+    # Upper-ish bound for the reservation: ~3 characters per token over the whole request.
+    return len(json.dumps(params, ensure_ascii=False)) // 3 + 1

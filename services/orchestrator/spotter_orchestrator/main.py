@@ -1,0 +1,77 @@
+"""Orchestrator entrypoint: consumes durable turn commands and drives the agent loop."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+from faststream import FastStream
+from faststream.middlewares import AckPolicy
+from faststream.nats import NatsMessage, PullSub
+from nats.js.api import ConsumerConfig
+
+from spotter_shared.bus import COMMANDS_JSTREAM, create_broker
+from spotter_shared.contracts.commands import ORCHESTRATOR_DURABLE, SEND_MESSAGE, SendMessage
+from spotter_shared.service import Holder, Infra, run_app, service_app
+from spotter_shared.turnlock import TurnLock
+
+from .model import ModelClient
+from .peers import Peers
+from .settings import OrchestratorSettings
+from .store import Store
+from .turns import Delivery, TurnRunner
+
+
+def create_app(settings: OrchestratorSettings) -> FastStream:
+    broker = create_broker(settings.nats_url, "orchestrator")
+    core: Holder[TurnRunner] = Holder()
+    model = ModelClient(settings)
+
+    @broker.subscriber(
+        SEND_MESSAGE.subject,
+        stream=COMMANDS_JSTREAM,
+        durable=ORCHESTRATOR_DURABLE,
+        pull_sub=PullSub(timeout=1.0),
+        config=ConsumerConfig(ack_wait=settings.spotter_ack_wait_s, max_deliver=-1, max_ack_pending=1000),
+        ack_policy=AckPolicy.MANUAL,
+        max_workers=settings.spotter_turn_concurrency,
+        description=SEND_MESSAGE.description,
+    )
+    async def on_send(body: SendMessage, msg: NatsMessage) -> None:
+        async with _heartbeat(msg, settings.spotter_ack_wait_s / 3) as delivery:
+            await core.get().send(body, delivery)
+        # Double ack: the command is gone only once the server confirms it.
+        await msg.ack_sync()
+
+    async def on_ready(infra: Infra) -> None:
+        store = Store(infra.pool)
+        peers = Peers(broker, rag_budget_s=settings.spotter_rag_budget_ms / 1000, tool_timeout_s=settings.spotter_tool_timeout_s)
+        lock = TurnLock(infra.redis, settings.spotter_turn_lock_ttl_s)
+        core.set(TurnRunner(settings, store, peers, model, broker, lock))
+
+    return service_app("orchestrator", settings, broker, on_ready, on_stop=model.close)
+
+
+@contextlib.asynccontextmanager
+async def _heartbeat(msg: NatsMessage, every_s: float):
+    """Tell JetStream the command is still being worked on, so only a dead replica's work is redelivered."""
+    raw = msg.raw_message
+
+    async def keepalive() -> None:
+        await raw.in_progress()
+
+    async def beat() -> None:
+        while True:
+            await asyncio.sleep(every_s)
+            with contextlib.suppress(Exception):
+                await raw.in_progress()
+
+    task = asyncio.create_task(beat())
+    try:
+        yield Delivery(attempt=raw.metadata.num_delivered, keepalive=keepalive)
+    finally:
+        task.cancel()
+
+
+def run() -> None:
+    run_app(create_app(OrchestratorSettings()))

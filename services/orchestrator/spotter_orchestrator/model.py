@@ -1,0 +1,133 @@
+"""The only place that knows the Anthropic SDK: streaming one model call, and mapping provider
+failures to seed 000's stable codes."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import anthropic
+
+from spotter_shared.contracts.billing import ModelUsage
+from spotter_shared.errors import ErrorCode
+
+from .settings import OrchestratorSettings
+
+_GEN5 = re.compile(r"^claude-(sonnet|opus|haiku)-5")
+
+
+@dataclass(frozen=True)
+class ModelReply:
+    content: list[dict[str, Any]]
+    stop_reason: str | None
+    usage: ModelUsage
+
+
+class ProviderError(Exception):
+    def __init__(self, code: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+def thinking_param(model: str) -> dict[str, str] | None:
+    # 5.x models think adaptively when `thinking` is omitted and reject `disabled`; between_tools
+    # is the lowest setting. Older models keep thinking off by omitting the parameter.
+    return {"type": "between_tools"} if _GEN5.match(model) else None
+
+
+class ModelClient:
+    def __init__(self, settings: OrchestratorSettings) -> None:
+        self._client = anthropic.AsyncAnthropic(
+            api_key=settings.anthropic_api_key or "spotter-no-key",
+            base_url=settings.anthropic_base_url,
+            max_retries=settings.spotter_provider_retries,
+        )
+
+    async def close(self) -> None:
+        await self._client.close()
+
+    async def stream(self, params: dict[str, Any], on_text: Callable[[str], Awaitable[None]]) -> ModelReply:
+        thinking = thinking_param(params["model"])
+        if thinking:
+            params = {**params, "thinking": thinking}
+        try:
+            async with self._client.messages.stream(**params) as stream:
+                async for event in stream:
+                    # Only text blocks reach the user; thinking between tools stays server-side.
+                    if event.type == "text":
+                        await on_text(event.text)
+                final = await stream.get_final_message()
+        except anthropic.APIError as exc:
+            raise classify(exc) from exc
+        return ModelReply(
+            content=[block.model_dump(mode="json", exclude_none=True) for block in final.content],
+            stop_reason=final.stop_reason,
+            usage=usage_of(final.usage),
+        )
+
+
+def usage_of(usage: Any) -> ModelUsage:
+    created = usage.cache_creation_input_tokens or 0
+    split = getattr(usage, "cache_creation", None)
+    five = getattr(split, "ephemeral_5m_input_tokens", None) if split else None
+    hour = getattr(split, "ephemeral_1h_input_tokens", None) if split else None
+    if five is None and hour is None:
+        # No breakdown: bill at the dearer 1-hour rate rather than under-charge.
+        five, hour = 0, created
+    return ModelUsage(
+        input_tokens=usage.input_tokens or 0,
+        output_tokens=usage.output_tokens or 0,
+        cache_read_tokens=usage.cache_read_input_tokens or 0,
+        cache_write_5m_tokens=five or 0,
+        cache_write_1h_tokens=hour or 0,
+    )
+
+
+_BODY_TYPES = {
+    "overloaded_error": ErrorCode.PROVIDER_OVERLOADED,
+    "rate_limit_error": ErrorCode.PROVIDER_RATE_LIMITED,
+    "api_error": ErrorCode.PROVIDER_UNAVAILABLE,
+    "invalid_request_error": ErrorCode.PROVIDER_INVALID_REQUEST,
+    "authentication_error": ErrorCode.PROVIDER_UNAUTHORIZED,
+    "permission_error": ErrorCode.PROVIDER_UNAUTHORIZED,
+}
+
+_MESSAGES = {
+    ErrorCode.PROVIDER_OVERLOADED: "The AI provider is overloaded. Retry in a moment.",
+    ErrorCode.PROVIDER_RATE_LIMITED: "The AI provider is rate limiting us. Retry in a moment.",
+    ErrorCode.PROVIDER_UNAVAILABLE: "The AI provider is unavailable right now.",
+    ErrorCode.PROVIDER_INVALID_REQUEST: "The AI provider rejected the request.",
+    ErrorCode.PROVIDER_UNAUTHORIZED: "The AI provider refused our credentials.",
+}
+
+
+def classify(exc: anthropic.APIError) -> ProviderError:
+    code = _classify_code(exc)
+    return ProviderError(code, _MESSAGES[code])
+
+
+def _classify_code(exc: anthropic.APIError) -> ErrorCode:
+    if isinstance(exc, anthropic.APIConnectionError):
+        return ErrorCode.PROVIDER_UNAVAILABLE
+    if isinstance(exc, anthropic.APIStatusError):
+        # An `event: error` after HTTP 200 arrives as a plain APIStatusError: classify by body type.
+        body = exc.body if isinstance(exc.body, dict) else {}
+        err = body.get("error") if isinstance(body.get("error"), dict) else body
+        by_type = _BODY_TYPES.get(str(err.get("type", "")))
+        if by_type is not None:
+            return by_type
+        status = exc.status_code
+        if status == 429:
+            return ErrorCode.PROVIDER_RATE_LIMITED
+        if status in (401, 403):
+            return ErrorCode.PROVIDER_UNAUTHORIZED
+        if status == 529:
+            return ErrorCode.PROVIDER_OVERLOADED
+        if status >= 500:
+            return ErrorCode.PROVIDER_UNAVAILABLE
+        if 400 <= status < 500:
+            return ErrorCode.PROVIDER_INVALID_REQUEST
+    return ErrorCode.PROVIDER_UNAVAILABLE

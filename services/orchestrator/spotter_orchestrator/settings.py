@@ -1,0 +1,25 @@
+from __future__ import annotations
+
+from spotter_shared.settings import CommonSettings
+
+
+class OrchestratorSettings(CommonSettings):
+    anthropic_api_key: str | None = None
+    anthropic_base_url: str | None = None
+    spotter_model: str = "claude-sonnet-5-5"
+    spotter_summary_model: str = "claude-haiku-5-5"
+    spotter_max_tokens: int = 4096
+    spotter_max_turns: int = 6  # model round trips per controller call (seed 000 MAX_TURNS)
+    spotter_rag_budget_ms: int = 800
+    spotter_tool_timeout_s: float = 30.0
+    spotter_provider_retries: int = 2
+    spotter_turn_concurrency: int = 32
+    # A crashed replica's command is redelivered after this; live work sends in-progress acks.
+    spotter_ack_wait_s: float = 10.0
+    spotter_turn_lock_ttl_s: float = 45.0
+    # A command delivered this many times without finishing is ended with `internal` (poison guard).
+    spotter_max_deliveries: int = 5
+
+    @property
+    def model_configured(self) -> bool:
+        return bool(self.anthropic_api_key or self.anthropic_base_url)

@@ -1,0 +1,208 @@
+"""Postgres access for the orchestrator: conversations, turns, messages and the event log."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+import asyncpg
+
+from spotter_shared.contracts.commands import SendMessage
+from spotter_shared.contracts.events import TurnUsage
+
+TERMINAL_TURN = ("completed", "failed", "aborted", "suspended")
+
+
+@dataclass(frozen=True)
+class TurnRecord:
+    id: str
+    status: str
+    attempts: int
+    usage: TurnUsage
+    model_calls: int
+
+
+@dataclass(frozen=True)
+class OrgContext:
+    id: str
+    name: str
+    tier: str
+    locale: str
+    timezone: str
+    agent_enabled: bool
+    caller_name: str
+    caller_email: str
+
+
+@dataclass(frozen=True)
+class StoredMessage:
+    id: str
+    role: str
+    content: list[dict[str, Any]]
+    turn_id: str | None
+    stop_reason: str | None
+
+
+def preview_of(content: list[dict[str, Any]]) -> str | None:
+    texts = [b.get("text", "") for b in content if b.get("type") == "text"]
+    joined = " ".join(t for t in texts if t).strip()
+    return joined[:200] or None
+
+
+class Store:
+    def __init__(self, pool: asyncpg.Pool) -> None:
+        self.pool = pool
+
+    async def begin_turn(self, cmd: SendMessage, model: str) -> TurnRecord:
+        """Create the conversation (first send) and the turn row. A redelivered command finds its
+        turn again (attempts + 1) instead of starting another."""
+        async with self.pool.acquire() as conn, conn.transaction():
+            await conn.execute(
+                """INSERT INTO ai_conversations (id, organization_id, user_id, membership_id, model, title)
+                   VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (id) DO NOTHING""",
+                uuid.UUID(cmd.conversation_id), uuid.UUID(cmd.actor.organization_id), uuid.UUID(cmd.actor.user_id),
+                uuid.UUID(cmd.actor.membership_id), model, _title(cmd.message),
+            )
+            row = await conn.fetchrow(
+                """INSERT INTO ai_turns (id, conversation_id, command_id) VALUES ($1, $2, $3)
+                   ON CONFLICT (command_id) DO UPDATE SET attempts = ai_turns.attempts + 1
+                   RETURNING id, status, attempts, input_tokens, output_tokens, cache_read_tokens,
+                             cache_creation_tokens, cost_usd_micros, model_calls""",
+                uuid.UUID(cmd.turn_id), uuid.UUID(cmd.conversation_id), cmd.command_id,
+            )
+        return _turn(row)
+
+    async def turn(self, turn_id: str) -> TurnRecord:
+        row = await self.pool.fetchrow(
+            """SELECT id, status, attempts, input_tokens, output_tokens, cache_read_tokens,
+                      cache_creation_tokens, cost_usd_micros, model_calls FROM ai_turns WHERE id = $1""",
+            uuid.UUID(turn_id),
+        )
+        return _turn(row)
+
+    async def add_turn_usage(self, turn_id: str, usage: TurnUsage) -> None:
+        await self.pool.execute(
+            """UPDATE ai_turns SET input_tokens = input_tokens + $2, output_tokens = output_tokens + $3,
+                   cache_read_tokens = cache_read_tokens + $4, cache_creation_tokens = cache_creation_tokens + $5,
+                   cost_usd_micros = cost_usd_micros + $6, model_calls = model_calls + 1
+               WHERE id = $1""",
+            uuid.UUID(turn_id), usage.input_tokens, usage.output_tokens, usage.cache_read_tokens,
+            usage.cache_creation_tokens, usage.cost_usd_micros,
+        )
+
+    async def finish_turn(self, turn_id: str, status: str, error_code: str | None = None) -> None:
+        await self.pool.execute(
+            "UPDATE ai_turns SET status = $2, error_code = $3, finished_at = now() WHERE id = $1",
+            uuid.UUID(turn_id), status, error_code,
+        )
+
+    async def org_context(self, org_id: str, user_id: str) -> OrgContext:
+        row = await self.pool.fetchrow(
+            """SELECT o.id, o.name, o.tier::text AS tier, o.locale, o.timezone, o.agent_enabled,
+                      u.full_name, u.email
+               FROM organizations o, users u WHERE o.id = $1 AND u.id = $2""",
+            uuid.UUID(org_id), uuid.UUID(user_id),
+        )
+        return OrgContext(
+            id=str(row["id"]), name=row["name"], tier=row["tier"], locale=row["locale"], timezone=row["timezone"],
+            agent_enabled=row["agent_enabled"], caller_name=row["full_name"], caller_email=row["email"],
+        )
+
+    async def messages(self, conversation_id: str) -> list[StoredMessage]:
+        """Messages for replay, from the latest system_note anchor forward (seed 000 compaction)."""
+        rows = await self.pool.fetch(
+            """SELECT id, role::text AS role, content, turn_id, stop_reason FROM ai_messages
+               WHERE conversation_id = $1
+                 AND position >= coalesce((SELECT max(position) FROM ai_messages
+                                           WHERE conversation_id = $1 AND role = 'system_note'), 0)
+               ORDER BY position""",
+            uuid.UUID(conversation_id),
+        )
+        return [
+            StoredMessage(id=str(r["id"]), role=r["role"], content=r["content"],
+                          turn_id=str(r["turn_id"]) if r["turn_id"] else None, stop_reason=r["stop_reason"])
+            for r in rows
+        ]
+
+    async def append_message(
+        self,
+        conversation_id: str,
+        turn_id: str,
+        role: str,
+        content: list[dict[str, Any]],
+        *,
+        page_context: dict | None = None,
+        stop_reason: str | None = None,
+        usage: TurnUsage | None = None,
+        model: str | None = None,
+    ) -> str:
+        message_id = uuid.uuid4()
+        async with self.pool.acquire() as conn, conn.transaction():
+            # Lock the conversation row so positions are dense and ordered even with racing writers.
+            await conn.execute("SELECT 1 FROM ai_conversations WHERE id = $1 FOR UPDATE", uuid.UUID(conversation_id))
+            await conn.execute(
+                """INSERT INTO ai_messages (id, conversation_id, role, content, preview, page_context, stop_reason,
+                       input_tokens, output_tokens, cache_read_tokens, cache_creation_tokens, model, turn_id, position)
+                   VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13,
+                           (SELECT coalesce(max(position), 0) + 1 FROM ai_messages WHERE conversation_id = $2))""",
+                message_id, uuid.UUID(conversation_id), role, content, preview_of(content), page_context, stop_reason,
+                usage.input_tokens if usage else None, usage.output_tokens if usage else None,
+                usage.cache_read_tokens if usage else None, usage.cache_creation_tokens if usage else None,
+                model, uuid.UUID(turn_id),
+            )
+            await conn.execute(
+                "UPDATE ai_conversations SET last_message_at = now(), updated_at = now() WHERE id = $1",
+                uuid.UUID(conversation_id),
+            )
+        return str(message_id)
+
+    async def append_event(self, conversation_id: str, turn_id: str, type_: str, data: dict[str, Any]) -> int:
+        # One statement: bump the conversation's counter (row lock) and insert with that number.
+        return await self.pool.fetchval(
+            """WITH s AS (UPDATE ai_conversations SET last_event_seq = last_event_seq + 1
+                          WHERE id = $1 RETURNING last_event_seq)
+               INSERT INTO ai_conversation_events (conversation_id, seq, turn_id, type, data)
+               SELECT $1, last_event_seq, $2, $3, $4 FROM s RETURNING seq""",
+            uuid.UUID(conversation_id), uuid.UUID(turn_id), type_, data,
+        )
+
+    async def turn_events(self, conversation_id: str, turn_id: str) -> list[dict[str, Any]]:
+        rows = await self.pool.fetch(
+            "SELECT data FROM ai_conversation_events WHERE conversation_id = $1 AND turn_id = $2 ORDER BY seq",
+            uuid.UUID(conversation_id), uuid.UUID(turn_id),
+        )
+        return [r["data"] for r in rows]
+
+    async def tool_statuses(self, conversation_id: str, tool_use_ids: list[str]) -> dict[str, dict[str, Any]]:
+        rows = await self.pool.fetch(
+            """SELECT tool_use_id, status::text AS status, output, error_code, error_message
+               FROM ai_tool_executions WHERE conversation_id = $1 AND tool_use_id = ANY($2::text[])""",
+            uuid.UUID(conversation_id), tool_use_ids,
+        )
+        return {r["tool_use_id"]: dict(r) for r in rows}
+
+
+def _title(message: str) -> str:
+    # Seed 000 titles with Haiku (best effort); the first line, trimmed, is the fallback we store now.
+    first = message.strip().splitlines()[0] if message.strip() else "New conversation"
+    return first[:80]
+
+
+def _turn(row: asyncpg.Record) -> TurnRecord:
+    return TurnRecord(
+        id=str(row["id"]),
+        status=row["status"],
+        attempts=row["attempts"],
+        model_calls=row["model_calls"],
+        usage=TurnUsage(
+            input_tokens=row["input_tokens"], output_tokens=row["output_tokens"],
+            cache_read_tokens=row["cache_read_tokens"], cache_creation_tokens=row["cache_creation_tokens"],
+            cost_usd_micros=row["cost_usd_micros"],
+        ),
+    )
+
+
+def dumps(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)

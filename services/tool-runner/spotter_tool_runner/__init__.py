@@ -1,0 +1,1 @@
+"""Spotter tool-runner: the role-filtered tool catalog and at-most-once tool execution."""

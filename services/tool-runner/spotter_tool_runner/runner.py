@@ -1,0 +1,311 @@
+"""Execute one tool_use at most once per (conversation_id, tool_use_id) — SPEC decision 5.
+
+The execution row is recorded ('running') before anything runs. The handler, its audit row and the
+row's terminal status then commit in ONE transaction that holds the row lock, so:
+  * a crash mid-way leaves no side effect, and the retry runs the tool once;
+  * a concurrent duplicate waits on the lock, then finds the terminal status and replays it;
+  * a repeat after completion replays the stored outcome without running anything.
+A failing tool is data (a typed `ToolError`); only infrastructure failures propagate.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+import asyncpg
+from opentelemetry import trace
+from pydantic import ValidationError
+from pydantic_core import to_jsonable_python
+
+from spotter_shared.contracts.events import ToolError
+from spotter_shared.contracts.tools import ExecuteTool, ToolOutcome
+from spotter_shared.errors import ErrorCode, SpotterError
+from spotter_shared.telemetry import event
+
+from .context import ToolContext
+from .declaration import ToolDecl, ToolFailure, ToolInput
+from .registry import Registry
+
+log = logging.getLogger(__name__)
+tracer = trace.get_tracer(__name__)
+
+TERMINAL = frozenset({"succeeded", "failed", "rejected_by_user"})
+
+# Errors that say the database (not the tool) is in trouble: they propagate, and the execution row
+# stays non-terminal so a retry runs the tool once it is reachable again.
+INFRASTRUCTURE_ERRORS: tuple[type[BaseException], ...] = (
+    asyncpg.exceptions.InterfaceError,
+    asyncpg.exceptions.PostgresConnectionError,
+    asyncpg.exceptions.OperatorInterventionError,
+    asyncpg.exceptions.InsufficientResourcesError,
+    asyncpg.exceptions.TransactionRollbackError,
+    OSError,
+)
+
+_CLAIM = """
+INSERT INTO ai_tool_executions (conversation_id, message_id, tool_use_id, router, action, input, status)
+SELECT c.id, m.id, $3, $4, $5, $6, 'running'
+  FROM ai_conversations c JOIN ai_messages m ON m.conversation_id = c.id
+ WHERE c.id = $1 AND m.id = $2 AND c.organization_id = $7
+ON CONFLICT (conversation_id, tool_use_id) DO NOTHING
+"""
+
+_LOCK = """
+SELECT e.id, e.status::text AS status, e.router, e.action, e.output, e.error_code, e.error_message, e.duration_ms
+  FROM ai_tool_executions e JOIN ai_conversations c ON c.id = e.conversation_id
+ WHERE e.conversation_id = $1 AND e.tool_use_id = $2 AND c.organization_id = $3
+   
+"""
+
+_MEMBERSHIP = """
+SELECT 1 FROM memberships
+ WHERE id = $1 AND organization_id = $2 AND user_id = $3 AND role = $4::membership_role AND status = 'active'
+"""
+
+_AUDIT = """
+INSERT INTO audit_logs (organization_id, actor_clerk_id, action, resource, resource_id, metadata)
+VALUES ($1, $2, $3, $4, $5, $6) RETURNING id
+"""
+
+_SUCCEEDED = """
+UPDATE ai_tool_executions
+   SET status = 'succeeded', output = $2, duration_ms = $3, resource_id = $4, audit_log_id = $5,
+       error_code = NULL, error_message = NULL, updated_at = clock_timestamp()
+ WHERE id = $1
+"""
+
+_FAILED = """
+UPDATE ai_tool_executions
+   SET status = 'failed', output = $2, error_code = $3, error_message = $4, duration_ms = $5,
+       updated_at = clock_timestamp()
+ WHERE id = $1
+"""
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class ToolRunner:
+    """The tool-runner's core. `pool` must come from `spotter_shared.db.create_pool` (jsonb codecs)."""
+
+    def __init__(self, pool: asyncpg.Pool, registry: Registry, *, clock: Callable[[], datetime] = utcnow) -> None:
+        self._pool = pool
+        self._registry = registry
+        self._clock = clock
+
+    async def execute(self, cmd: ExecuteTool) -> ToolOutcome:
+        _require_uuids(cmd)
+        with tracer.start_as_current_span("tool-runner.execute", attributes={"router": cmd.router, "action": cmd.action}):
+            async with self._pool.acquire() as conn:
+                await self._claim(conn, cmd)
+                async with conn.transaction():
+                    row = await conn.fetchrow(_LOCK, cmd.conversation_id, cmd.tool_use_id, cmd.actor.organization_id)
+                    if row is None:
+                        raise SpotterError(ErrorCode.NOT_FOUND, "conversation or message not found in this organization")
+                    if row["status"] in TERMINAL:
+                        # Already resolved (duplicate, redelivery, or a concurrent twin that held the lock).
+                        outcome = self._replay(cmd, row)
+                    else:
+                        outcome = await self._run(conn, cmd, row["id"])
+            event(
+                log,
+                "agent.tool.executed",
+                router=cmd.router,
+                action=cmd.action,
+                durationMs=outcome.duration_ms,
+                outcome=outcome.status,
+                errorCode=outcome.error.code if outcome.error else None,
+                replayed=outcome.replayed,
+            )
+            return outcome
+
+    async def _claim(self, conn: asyncpg.Connection, cmd: ExecuteTool) -> None:
+        # Committed on its own, before anything runs: the record exists even if this process dies.
+        # A row the orchestrator stored as 'pending' (awaiting confirmation) is left as it is.
+        await conn.execute(
+            _CLAIM,
+            cmd.conversation_id,
+            cmd.message_id,
+            cmd.tool_use_id,
+            cmd.router[:64],
+            cmd.action[:64],
+            cmd.input,
+            cmd.actor.organization_id,
+        )
+
+    async def _run(self, conn: asyncpg.Connection, cmd: ExecuteTool, execution_id: uuid.UUID) -> ToolOutcome:
+        try:
+            decl, args = await self._admit(conn, cmd)
+        except ToolFailure as failure:
+            return await self._fail(conn, cmd, execution_id, failure, duration_ms=0)
+
+        ctx = ToolContext(
+            conn=conn,
+            actor=cmd.actor,
+            conversation_id=cmd.conversation_id,
+            tool_use_id=cmd.tool_use_id,
+            trace_id=cmd.trace_id,
+            now=self._clock(),
+        )
+        started = time.perf_counter()
+        try:
+            # A savepoint: a failing handler leaves nothing behind, while the row lock is kept until
+            # the failure is recorded, so a concurrent duplicate cannot slip in and run it again.
+            async with conn.transaction():
+                output = to_jsonable_python(await decl(ctx, args), by_alias=True)
+                audit_log_id = await self._audit(conn, cmd, decl, output)
+        except ToolFailure as failure:
+            return await self._fail(conn, cmd, execution_id, failure, duration_ms=_ms_since(started))
+        except INFRASTRUCTURE_ERRORS:
+            raise
+        except Exception:
+            log.exception("tool %s raised (trace %s)", decl.name, cmd.trace_id)
+            failure = ToolFailure(
+                "tool_failed",
+                f"{decl.name} failed unexpectedly (trace {cmd.trace_id}).",
+                hint="Retry once; if it fails again, tell the user and do not repeat the call.",
+            )
+            return await self._fail(conn, cmd, execution_id, failure, duration_ms=_ms_since(started))
+
+        duration_ms = _ms_since(started)
+        await conn.execute(_SUCCEEDED, execution_id, output, duration_ms, _resource_id(output), audit_log_id)
+        return ToolOutcome(
+            tool_use_id=cmd.tool_use_id,
+            status="succeeded",
+            output=output,
+            duration_ms=duration_ms,
+            inverse_available=decl.inverse is not None,
+        )
+
+    async def _admit(self, conn: asyncpg.Connection, cmd: ExecuteTool) -> tuple[ToolDecl, ToolInput]:
+        """Resolve, authorise and validate, in that order; any refusal is a ToolFailure."""
+        decl = self._registry.get(cmd.router, cmd.action)
+        if decl is None:
+            raise _unknown_tool(self._registry, cmd)
+        actor = cmd.actor
+        if actor.role not in decl.roles:
+            raise ToolFailure("forbidden", f"The {actor.role} role may not use {decl.name}.")
+        # Defence in depth: the gateway resolved the actor, but never trust a role the caller states.
+        held = await conn.fetchval(_MEMBERSHIP, actor.membership_id, actor.organization_id, actor.user_id, actor.role)
+        if not held:
+            raise ToolFailure("forbidden", f"The caller is not an active {actor.role} of this organization.")
+        try:
+            args = decl.input.model_validate(cmd.input)
+        except ValidationError as exc:
+            raise _invalid_input(decl, exc) from None
+        if decl.kind == "user_picker":
+            raise ToolFailure("not_executable", f"{decl.name} is answered by the user's pick and is never executed.")
+        return decl, args
+
+    async def _audit(self, conn: asyncpg.Connection, cmd: ExecuteTool, decl: ToolDecl, output: Any) -> uuid.UUID | None:
+        if decl.audit is None or decl.side_effects != "write":
+            return None
+        metadata = {
+            "agent": True,  # lets admin views tell agent actions from human ones
+            "conversationId": cmd.conversation_id,
+            "toolUseId": cmd.tool_use_id,
+            "router": decl.router,
+            "action": decl.action,
+        }
+        return await conn.fetchval(
+            _AUDIT,
+            cmd.actor.organization_id,
+            cmd.actor.user_id,
+            decl.audit.action_label,
+            decl.audit.resource,
+            _resource_id(output),
+            metadata,
+        )
+
+    async def _fail(
+        self, conn: asyncpg.Connection, cmd: ExecuteTool, execution_id: uuid.UUID, failure: ToolFailure, *, duration_ms: int
+    ) -> ToolOutcome:
+        error = ToolError(code=failure.code, message=failure.message, hint=failure.hint)
+        # The whole error (hint included) is kept as the output, as tool_completed shows it.
+        await conn.execute(
+            _FAILED, execution_id, error.model_dump(mode="json"), error.code, error.message, duration_ms
+        )
+        return ToolOutcome(
+            tool_use_id=cmd.tool_use_id, status="failed", error=error, duration_ms=duration_ms, inverse_available=False
+        )
+
+    def _replay(self, cmd: ExecuteTool, row: asyncpg.Record) -> ToolOutcome:
+        duration_ms = row["duration_ms"] or 0
+        if row["status"] == "succeeded":
+            decl = self._registry.get(row["router"], row["action"])
+            return ToolOutcome(
+                tool_use_id=cmd.tool_use_id,
+                status="succeeded",
+                output=row["output"],
+                duration_ms=duration_ms,
+                inverse_available=decl is not None and decl.inverse is not None,
+                replayed=True,
+            )
+        return ToolOutcome(
+            tool_use_id=cmd.tool_use_id,
+            status="failed",
+            error=_stored_error(row),
+            duration_ms=duration_ms,
+            inverse_available=False,
+            replayed=True,
+        )
+
+
+def _require_uuids(cmd: ExecuteTool) -> None:
+    fields = {
+        "conversationId": cmd.conversation_id,
+        "messageId": cmd.message_id,
+        "actor.organizationId": cmd.actor.organization_id,
+        "actor.membershipId": cmd.actor.membership_id,
+        "actor.userId": cmd.actor.user_id,
+    }
+    for name, value in fields.items():
+        try:
+            uuid.UUID(value)
+        except ValueError:
+            raise SpotterError(ErrorCode.INVALID_REQUEST, f"{name} is not a UUID") from None
+
+
+def _unknown_tool(registry: Registry, cmd: ExecuteTool) -> ToolFailure:
+    close = registry.close_names(cmd.router, cmd.action, role=cmd.actor.role)
+    if close:
+        hint = "Did you mean " + " or ".join(close) + "?"
+    else:
+        hint = "Use only the tools listed in this conversation's tool definitions."
+    return ToolFailure("unknown_tool", f"There is no tool {cmd.router}__{cmd.action}.", hint=hint)
+
+
+def _invalid_input(decl: ToolDecl, exc: ValidationError) -> ToolFailure:
+    problems = [
+        f"{'.'.join(str(p) for p in e['loc']) or 'input'}: {e['msg']}" for e in exc.errors(include_url=False)[:5]
+    ]
+    accepted = ", ".join(decl.input_schema.get("properties", {})) or "none"
+    return ToolFailure(
+        "invalid_input",
+        f"Invalid input for {decl.name}: " + "; ".join(problems),
+        hint=f"Fix these fields and call {decl.name} again. Accepted fields: {accepted}.",
+    )
+
+
+def _stored_error(row: asyncpg.Record) -> ToolError:
+    output = row["output"]
+    if isinstance(output, dict) and "code" in output and "message" in output:
+        return ToolError.model_validate(output)
+    # Rows written elsewhere (e.g. rejected_by_user by the orchestrator) carry only the columns.
+    return ToolError(code=row["error_code"] or row["status"], message=row["error_message"] or row["status"])
+
+
+def _resource_id(output: Any) -> str | None:
+    if isinstance(output, dict) and output.get("id") is not None:
+        return str(output["id"])
+    return None
+
+
+def _ms_since(started: float) -> int:
+    return int((time.perf_counter() - started) * 1000)

@@ -1,0 +1,19 @@
+"""Every tool the agent has, one module per router. Importing this package builds the default registry."""
+
+from __future__ import annotations
+
+from ..registry import Registry
+from . import read
+
+ROUTERS = (read,)
+
+
+def build_registry() -> Registry:
+    registry = Registry()
+    for module in ROUTERS:
+        registry.register_module(module)
+    registry.check()
+    return registry
+
+
+REGISTRY = build_registry()

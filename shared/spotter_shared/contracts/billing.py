@@ -1,0 +1,90 @@
+"""Billing: daily caps, reservations before each model call, settlement after it, usage snapshot."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from .base import Contract, endpoint
+
+BILLING_QUEUE = "billing"
+
+
+class BudgetCheck(Contract):
+    organization_id: str = Field(description="Organization to check.")
+
+
+class BudgetVerdict(Contract):
+    ok: bool = Field(description="Whether a new turn may start.")
+    code: str | None = Field(default=None, description="agent_budget_exceeded when refused.")
+    message: str | None = Field(default=None, description="Seed 000's exact refusal message.")
+    remaining_usd_micros: int | None = Field(default=None, description="Remaining today; null when unmetered.")
+
+
+class ReserveBudget(Contract):
+    reservation_id: str = Field(description="Unique id; settle with the same id.")
+    organization_id: str = Field(description="Organization paying.")
+    model: str = Field(description="Model id priced from the rate card.")
+    input_tokens: int = Field(ge=0, description="Upper estimate of prompt tokens.")
+    max_output_tokens: int = Field(ge=0, description="max_tokens of the call.")
+
+
+class Reservation(Contract):
+    ok: bool = Field(description="Whether the call may proceed.")
+    amount_usd_micros: int = Field(description="Upper-bound cost held.")
+    code: str | None = Field(default=None, description="agent_budget_exceeded when refused.")
+    message: str | None = Field(default=None, description="Refusal message.")
+
+
+class ModelUsage(Contract):
+    input_tokens: int = Field(default=0, ge=0, description="Uncached input tokens.")
+    output_tokens: int = Field(default=0, ge=0, description="Output tokens.")
+    cache_read_tokens: int = Field(default=0, ge=0, description="Cache read tokens.")
+    cache_write_5m_tokens: int = Field(default=0, ge=0, description="5-minute cache write tokens.")
+    cache_write_1h_tokens: int = Field(default=0, ge=0, description="1-hour cache write tokens.")
+
+
+class SettleUsage(Contract):
+    """Replace a reservation by the real cost. Usage null releases it without charge."""
+
+    reservation_id: str = Field(description="Reservation to settle.")
+    organization_id: str = Field(description="Organization.")
+    user_id: str = Field(description="User the turn belongs to.")
+    conversation_id: str = Field(description="Conversation whose lifetime totals grow.")
+    model: str = Field(description="Model that answered.")
+    usage: ModelUsage | None = Field(default=None, description="Usage reported by the provider.")
+    count_message: bool = Field(default=False, description="Count one turn in ai_usage_daily.messages.")
+
+
+class Settlement(Contract):
+    cost_usd_micros: int = Field(description="Cost charged for the call.")
+
+
+class UsageQuery(Contract):
+    organization_id: str = Field(description="Organization.")
+
+
+class UsageSnapshot(Contract):
+    tier: str = Field(description="lite, pro, elite or unmetered.")
+    cap_usd_micros: int = Field(description="Daily cap; -1 when unmetered.")
+    spent_usd_micros: int = Field(description="Spent today (UTC).")
+    remaining_usd_micros: int | None = Field(description="Remaining today; null when unmetered.")
+    percent_used: float = Field(description="spent / cap, 0 when unmetered.")
+    resets_at: str = Field(description="Next 00:00 UTC, ISO 8601.")
+
+
+BUDGET_CHECK = endpoint(
+    subject="spotter.billing.precheck", payload=BudgetCheck, reply=BudgetVerdict,
+    pattern="request", queue=BILLING_QUEUE, description="Seed 000 preCheck of the org daily cap.",
+)
+RESERVE = endpoint(
+    subject="spotter.billing.reserve", payload=ReserveBudget, reply=Reservation,
+    pattern="request", queue=BILLING_QUEUE, description="Hold an upper-bound cost before a model call.",
+)
+SETTLE = endpoint(
+    subject="spotter.billing.settle", payload=SettleUsage, reply=Settlement,
+    pattern="request", queue=BILLING_QUEUE, description="Charge the real cost of a call and release its hold.",
+)
+USAGE = endpoint(
+    subject="spotter.billing.usage", payload=UsageQuery, reply=UsageSnapshot,
+    pattern="request", queue=BILLING_QUEUE, description="Org daily AI spend snapshot.",
+)

@@ -1,0 +1,54 @@
+"""Durable turn commands, carried by JetStream and deduplicated by command id (Nats-Msg-Id)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field
+
+from .base import Contract, endpoint
+
+COMMANDS_STREAM = "SPOTTER_COMMANDS"
+ORCHESTRATOR_DURABLE = "orchestrator"
+
+Role = Literal["owner", "admin", "coach", "member"]
+
+
+class Actor(Contract):
+    """Who is acting, resolved by the gateway from the database (never from the token alone)."""
+
+    user_id: str = Field(description="users.id of the caller.")
+    organization_id: str = Field(description="Organization the request is scoped to.")
+    membership_id: str = Field(description="memberships.id of the caller in that organization.")
+    role: Role = Field(description="Caller's role in the organization.")
+    locale: str = Field(default="en", description="Preferred reply locale.")
+
+
+class PageContext(Contract):
+    pathname: str | None = Field(default=None, description="Page the user is on.")
+    selection: Any = Field(default=None, description="What is selected on that page, if anything.")
+
+
+class SendMessage(Contract):
+    """Start a user turn. Redelivery or re-publication of the same command never starts a second turn."""
+
+    command_id: str = Field(description="Idempotency key; also the Nats-Msg-Id.")
+    turn_id: str = Field(description="Id of the turn this command starts.")
+    conversation_id: str = Field(description="Conversation id (new ones are created by the orchestrator).")
+    is_new: bool = Field(description="True when the gateway allocated the conversation id.")
+    actor: Actor = Field(description="Caller.")
+    message: str = Field(min_length=1, max_length=16000, description="User text.")
+    page_context: PageContext | None = Field(default=None, description="Where the user is in the app.")
+    trace_id: str = Field(description="Trace id surfaced on errors.")
+
+
+SEND_MESSAGE = endpoint(
+    subject="spotter.cmd.turn.send",
+    payload=SendMessage,
+    pattern="command",
+    stream=COMMANDS_STREAM,
+    queue=ORCHESTRATOR_DURABLE,
+    description="Send a user turn to a conversation (orchestrator, durable, deduplicated).",
+)
+
+COMMAND_SUBJECTS = ["spotter.cmd.>"]

@@ -1,0 +1,59 @@
+"""asyncpg pool with jsonb codecs, and versioned SQL migrations applied under an advisory lock."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from importlib import resources
+
+import asyncpg
+
+log = logging.getLogger(__name__)
+
+_MIGRATION_LOCK = 0x5B077E5  # any constant; serialises concurrent `spotter migrate` runs
+
+
+async def _init_connection(conn: asyncpg.Connection) -> None:
+    for typ in ("json", "jsonb"):
+        await conn.set_type_codec(typ, encoder=json.dumps, decoder=json.loads, schema="pg_catalog")
+
+
+async def create_pool(dsn: str, *, max_size: int = 10) -> asyncpg.Pool:
+    return await asyncpg.create_pool(dsn, min_size=1, max_size=max_size, init=_init_connection)
+
+
+def _migrations() -> list[tuple[str, str]]:
+    files = resources.files("spotter_shared.migrations")
+    found = sorted(f.name for f in files.iterdir() if f.name.endswith(".sql"))
+    return [(name.removesuffix(".sql"), files.joinpath(name).read_text()) for name in found]
+
+
+async def migrate(dsn: str) -> list[str]:
+    """Apply pending migrations in order, each in its own transaction. Returns the applied versions."""
+    conn = await asyncpg.connect(dsn)
+    applied: list[str] = []
+    try:
+        await conn.execute("SELECT pg_advisory_lock($1)", _MIGRATION_LOCK)
+        await conn.execute(
+            """CREATE TABLE IF NOT EXISTS schema_migrations (
+                   version varchar(255) PRIMARY KEY,
+                   checksum varchar(64) NOT NULL,
+                   applied_at timestamptz NOT NULL DEFAULT now())"""
+        )
+        done = {r["version"]: r["checksum"] for r in await conn.fetch("SELECT version, checksum FROM schema_migrations")}
+        for version, sql in _migrations():
+            checksum = hashlib.sha256(sql.encode()).hexdigest()
+            if version in done:
+                if done[version] != checksum:
+                    raise RuntimeError(f"migration {version} changed after it was applied")
+                continue
+            async with conn.transaction():
+                await conn.execute(sql)
+                await conn.execute("INSERT INTO schema_migrations (version, checksum) VALUES ($1, $2)", version, checksum)
+            log.info("applied migration %s", version)
+            applied.append(version)
+    finally:
+        await conn.execute("SELECT pg_advisory_unlock($1)", _MIGRATION_LOCK)
+        await conn.close()
+    return applied

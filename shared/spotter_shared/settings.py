@@ -1,0 +1,37 @@
+"""Settings shared by every service. Each service subclasses CommonSettings; none reads os.environ."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+DEV_JWT_SECRET = "spotter-development-secret-change-me-0123456789"
+
+
+class CommonSettings(BaseSettings):
+    model_config = SettingsConfigDict(extra="ignore", case_sensitive=False)
+
+    spotter_env: Literal["development", "test", "production"] = "development"
+    nats_url: str = "nats://127.0.0.1:4222"
+    database_url: str = "postgresql://spotter@127.0.0.1:5432/spotter"
+    redis_url: str = "redis://127.0.0.1:6379/0"
+    spotter_log_level: str = "INFO"
+    # "none" keeps spans in-process (still propagated); "console" prints them.
+    spotter_otel_exporter: Literal["none", "console"] = "none"
+    spotter_db_pool_max: int = 10
+
+
+class AuthSettings(CommonSettings):
+    spotter_jwt_secret: str = DEV_JWT_SECRET
+    spotter_jwt_issuer: str = "spotter-dev"
+    spotter_jwks_url: str | None = None
+    spotter_jwt_audience: str | None = None
+
+    @model_validator(mode="after")
+    def _refuse_dev_secret_in_production(self) -> "AuthSettings":
+        # Same rule as full-stack-fastapi-template: a placeholder secret never reaches production.
+        if self.spotter_env == "production" and not self.spotter_jwks_url and self.spotter_jwt_secret == DEV_JWT_SECRET:
+            raise ValueError("production needs SPOTTER_JWKS_URL or a real SPOTTER_JWT_SECRET")
+        return self

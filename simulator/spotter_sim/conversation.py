@@ -1,0 +1,81 @@
+"""Read-only helpers over a Messages API request body."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+# Models that behave like the 5.x generation: no prefill, no sampling knobs,
+# no forced tool choice, no manual thinking budgets.
+GEN5_PREFIXES = ("claude-sonnet-5", "claude-opus-5", "claude-haiku-5")
+
+
+def is_gen5(model: str) -> bool:
+    return model.startswith(GEN5_PREFIXES)
+
+
+def content_blocks(message: dict[str, Any]) -> list[dict[str, Any]]:
+    """A message's content as blocks; a bare string is shorthand for one text block."""
+    content = message.get("content")
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}]
+    return list(content or [])
+
+
+def _text_of(message: dict[str, Any]) -> str | None:
+    texts = [b["text"] for b in content_blocks(message) if b.get("type") == "text" and b.get("text")]
+    return "\n".join(texts) if texts else None
+
+
+def latest_user_text_index(messages: list[dict[str, Any]]) -> int | None:
+    """Index of the last user message carrying text (tool_result-only turns are skipped)."""
+    for i in range(len(messages) - 1, -1, -1):
+        if messages[i].get("role") == "user" and _text_of(messages[i]) is not None:
+            return i
+    return None
+
+
+def latest_user_text(messages: list[dict[str, Any]]) -> str:
+    i = latest_user_text_index(messages)
+    return (_text_of(messages[i]) or "") if i is not None else ""
+
+
+def exchange_progress(messages: list[dict[str, Any]]) -> int:
+    """How many assistant turns already answered the latest user text.
+
+    Scripts are keyed on this, so replaying the same conversation always
+    yields the same response, regardless of how many requests came before.
+    """
+    start = latest_user_text_index(messages)
+    tail = messages[(start + 1) if start is not None else 0 :]
+    return sum(1 for m in tail if m.get("role") == "assistant")
+
+
+def system_text(body: dict[str, Any]) -> str:
+    """The top-level system prompt plus any `system`-role messages."""
+    parts: list[str] = []
+    system = body.get("system")
+    if isinstance(system, str):
+        parts.append(system)
+    elif isinstance(system, list):
+        parts.extend(b.get("text", "") for b in system if isinstance(b, dict))
+    for message in body.get("messages") or []:
+        if message.get("role") == "system":
+            parts.extend(b.get("text", "") for b in content_blocks(message))
+    return "\n".join(parts)
+
+
+_AMBIENT_RE = re.compile(r"<ambient_context\b[^>]*>(.*?)</ambient_context>", re.S)
+_ITEM_RE = re.compile(r"<item\b")
+
+
+def ambient_item_count(body: dict[str, Any]) -> int | None:
+    """Items inside an `<ambient_context>` block: `<item>` tags if any, else non-empty lines."""
+    match = _AMBIENT_RE.search(system_text(body))
+    if match is None:
+        return None
+    inner = match.group(1)
+    tagged = len(_ITEM_RE.findall(inner))
+    if tagged:
+        return tagged
+    return sum(1 for line in inner.splitlines() if line.strip())

@@ -1,0 +1,107 @@
+"""`POST /v1/messages` and `POST /v1/messages/count_tokens`."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse, Response
+from sse_starlette import EventSourceResponse
+
+from .conversation import latest_user_text
+from .errors import InvalidRequest, error_response, new_request_id
+from .policy import decide
+from .response import plan_message
+from .state import SimState
+from .stream import message_events, ping_event
+from .tokens import flatten_prompt
+from .validate import validate_request
+
+router = APIRouter()
+
+_PING_SECONDS = 10  # keep-alive pings while a slow stream is idle
+
+
+def _state(request: Request) -> SimState:
+    return request.app.state.sim
+
+
+async def _read_json(request: Request) -> Any:
+    raw = await request.body()
+    try:
+        return json.loads(raw)
+    except ValueError:
+        raise InvalidRequest("There was an issue with the request body: it is not valid JSON.") from None
+
+
+@router.post("/v1/messages")
+async def create_message(request: Request) -> Response:
+    state = _state(request)
+    request_id = new_request_id()
+    entry = state.log.record({
+        "request_id": request_id,
+        "path": "/v1/messages",
+        "received_at": state.clock.now(),
+        "stream": False,
+        "body": None,
+        "verdict": {"ok": True, "status": 200},
+        "fault": None,
+        "script_id": None,
+        "response": None,
+    })
+    try:
+        body = await _read_json(request)
+        entry["body"] = body
+        validate_request(body, thinking_secret=state.config.thinking_secret)
+    except InvalidRequest as exc:
+        entry["verdict"] = {"ok": False, "status": 400, "error_type": exc.error_type, "message": exc.message}
+        return error_response(400, exc.error_type, exc.message, request_id)
+
+    streaming = body.get("stream") is True
+    entry["stream"] = streaming
+
+    # Faults apply to requests that passed validation, so a typo never eats one.
+    fault = state.faults.take(latest_user_text(body["messages"]))
+    if fault is not None:
+        entry["fault"] = fault.describe()
+        if not (streaming and fault.after_tokens is not None):
+            entry["verdict"] = {"ok": False, "status": fault.status, "error_type": fault.error_type,
+                                "message": fault.error_message}
+            return error_response(fault.status, fault.error_type, fault.error_message, request_id,
+                                  headers=fault.headers())
+
+    decision = decide(body, state.scripts)
+    usage = state.cache.account(
+        body["model"], flatten_prompt(body), state.config.min_cacheable_tokens(body["model"])
+    )
+    planned = plan_message(body, decision.turn, usage, state.config.thinking_secret)
+    entry["script_id"] = decision.script_id
+    entry["response"] = planned.message_json()
+
+    headers = {"request-id": request_id}
+    latency = state.latency
+    if streaming:
+        return EventSourceResponse(
+            message_events(planned, latency, fault, request_id),
+            headers=headers,
+            ping=_PING_SECONDS,
+            ping_message_factory=ping_event,
+            sep="\n",
+        )
+    await asyncio.sleep(latency.ttft_ms / 1000 + latency.per_tokens(planned.output_tokens))
+    return JSONResponse(planned.message_json(), headers=headers)
+
+
+@router.post("/v1/messages/count_tokens")
+async def count_tokens(request: Request) -> Response:
+    request_id = new_request_id()
+    state = _state(request)
+    try:
+        body = await _read_json(request)
+        validate_request(body, thinking_secret=state.config.thinking_secret, count_tokens=True)
+    except InvalidRequest as exc:
+        return error_response(400, exc.error_type, exc.message, request_id)
+    total = sum(b.tokens for b in flatten_prompt(body))
+    return JSONResponse({"input_tokens": total}, headers={"request-id": request_id})

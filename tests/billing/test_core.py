@@ -1,0 +1,305 @@
+"""Billing core against real Postgres and Redis: caps, reservations under concurrency, hold expiry,
+idempotent settlement and exact increments."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+
+import asyncpg
+import pytest
+from redis.asyncio import Redis
+
+from spotter_billing.core import Billing
+from spotter_shared.contracts.billing import (
+    BudgetCheck,
+    ModelUsage,
+    ReserveBudget,
+    SettleUsage,
+    UsageQuery,
+)
+from spotter_shared.errors import ErrorCode, SpotterError
+from tests.factories import Studio, make_studio
+
+from .conftest import HOLD_TTL, FakeClock
+
+MODEL = "claude-sonnet-5-5"
+LITE_REFUSAL = (
+    "Your org has reached its AI daily spending limit ($1.00). It resets at 00:00 UTC. "
+    "Upgrade your plan for a higher limit."
+)
+
+
+def rid() -> str:
+    return f"res-{uuid.uuid4()}"
+
+
+def reserve_req(studio: Studio, *, input_tokens: int = 1_000, max_output_tokens: int = 1_000, reservation_id: str | None = None) -> ReserveBudget:
+    return ReserveBudget(
+        reservation_id=reservation_id or rid(), organization_id=studio.org.id, model=MODEL,
+        input_tokens=input_tokens, max_output_tokens=max_output_tokens,
+    )
+
+
+def settle_req(studio: Studio, conversation_id: str, usage: ModelUsage | None, *, reservation_id: str | None = None, count_message: bool = False) -> SettleUsage:
+    return SettleUsage(
+        reservation_id=reservation_id or rid(), organization_id=studio.org.id, user_id=studio.owner.user_id,
+        conversation_id=conversation_id, model=MODEL, usage=usage, count_message=count_message,
+    )
+
+
+async def spend(billing: Billing, studio: Studio, conversation_id: str, output_tokens: int) -> int:
+    """Settle a call of `output_tokens` Sonnet 5.5 output tokens ($10/MTok = 10 micros each)."""
+    settled = await billing.settle(settle_req(studio, conversation_id, ModelUsage(output_tokens=output_tokens)))
+    return settled.cost_usd_micros
+
+
+async def daily_row(pool: asyncpg.Pool, studio: Studio) -> asyncpg.Record | None:
+    return await pool.fetchrow(
+        "SELECT * FROM ai_usage_daily WHERE organization_id = $1 AND user_id = $2", studio.org.id, studio.owner.user_id
+    )
+
+
+# ---------------------------------------------------------------------- precheck / caps
+
+
+async def test_precheck_refuses_at_the_cap_with_seed_message(billing: Billing, pool: asyncpg.Pool, new_conversation: Callable) -> None:
+    studio = await make_studio(pool, tier="lite")
+    conversation = await new_conversation(studio)
+    fresh = await billing.precheck(BudgetCheck(organization_id=studio.org.id))
+    assert fresh.ok and fresh.remaining_usd_micros == 1_000_000
+
+    await spend(billing, studio, conversation, 99_999)  # 999_990 micros
+    below = await billing.precheck(BudgetCheck(organization_id=studio.org.id))
+    assert below.ok and below.remaining_usd_micros == 10
+
+    await spend(billing, studio, conversation, 1)  # exactly at the cap
+    refused = await billing.precheck(BudgetCheck(organization_id=studio.org.id))
+    assert (refused.ok, refused.code, refused.message, refused.remaining_usd_micros) == (
+        False, "agent_budget_exceeded", LITE_REFUSAL, 0,
+    )
+
+
+async def test_pro_refusal_names_five_dollars(billing: Billing, pool: asyncpg.Pool, new_conversation: Callable) -> None:
+    studio = await make_studio(pool, tier="pro")
+    await spend(billing, studio, await new_conversation(studio), 500_000)
+    refused = await billing.precheck(BudgetCheck(organization_id=studio.org.id))
+    assert not refused.ok
+    assert refused.message == LITE_REFUSAL.replace("$1.00", "$5.00")
+    reservation = await billing.reserve(reserve_req(studio))
+    assert (reservation.ok, reservation.amount_usd_micros, reservation.code, reservation.message) == (
+        False, 0, "agent_budget_exceeded", refused.message,
+    )
+
+
+async def test_unmetered_is_always_allowed(billing: Billing, pool: asyncpg.Pool, new_conversation: Callable) -> None:
+    studio = await make_studio(pool, tier="unmetered")
+    await spend(billing, studio, await new_conversation(studio), 10_000_000)  # $100
+    verdict = await billing.precheck(BudgetCheck(organization_id=studio.org.id))
+    assert verdict.ok and verdict.remaining_usd_micros is None
+    for _ in range(3):
+        held = await billing.reserve(reserve_req(studio, input_tokens=500_000, max_output_tokens=64_000))
+        assert held.ok and held.amount_usd_micros == 500_000 * 4 + 64_000 * 10  # informational upper bound
+    snapshot = await billing.usage(UsageQuery(organization_id=studio.org.id))
+    assert (snapshot.tier, snapshot.cap_usd_micros, snapshot.spent_usd_micros) == ("unmetered", -1, 100_000_000)
+    assert snapshot.remaining_usd_micros is None and snapshot.percent_used == 0.0
+
+
+# ---------------------------------------------------------------------- reservations
+
+
+async def test_concurrent_reserves_overrun_the_cap_by_at_most_one_hold(billing: Billing, pool: asyncpg.Pool, new_conversation: Callable) -> None:
+    studio = await make_studio(pool, tier="lite")
+    spent = await spend(billing, studio, await new_conversation(studio), 95_000)
+    assert spent == 950_000
+    # Each hold: 1_000 prompt tokens × $4 + 1_000 output × $10 = 14_000 micros.
+    results = await asyncio.gather(*(billing.reserve(reserve_req(studio)) for _ in range(20)))
+    granted = [r.amount_usd_micros for r in results if r.ok]
+    assert all(a == 14_000 for a in granted)
+    # Granted while spend + holds < cap: 950_000 + 3 × 14_000 < 1_000_000 ≤ 950_000 + 4 × 14_000.
+    assert len(granted) == 4
+    assert spent + sum(granted) - max(granted) < 1_000_000 < spent + sum(granted)
+    refused = [r for r in results if not r.ok]
+    assert all(r.code == "agent_budget_exceeded" and r.message == LITE_REFUSAL and r.amount_usd_micros == 0 for r in refused)
+    verdict = await billing.precheck(BudgetCheck(organization_id=studio.org.id))
+    assert not verdict.ok  # holds count as spend
+
+
+async def test_reserve_is_idempotent_per_reservation_id(billing: Billing, pool: asyncpg.Pool) -> None:
+    studio = await make_studio(pool, tier="lite")
+    req = reserve_req(studio, input_tokens=10_000, max_output_tokens=10_000)  # 140_000 micros
+    first, second = await asyncio.gather(billing.reserve(req), billing.reserve(req))
+    assert first == second and first.ok and first.amount_usd_micros == 140_000
+    snapshot = await billing.usage(UsageQuery(organization_id=studio.org.id))
+    assert snapshot.spent_usd_micros == 140_000  # held once
+
+
+async def test_refusal_is_also_remembered(billing: Billing, pool: asyncpg.Pool) -> None:
+    studio = await make_studio(pool, tier="lite")
+    big_id = rid()
+    assert (await billing.reserve(reserve_req(studio, input_tokens=0, max_output_tokens=100_000, reservation_id=big_id))).ok
+    req = reserve_req(studio)
+    assert not (await billing.reserve(req)).ok
+    await billing.settle(SettleUsage(
+        reservation_id=big_id, organization_id=studio.org.id, user_id=studio.owner.user_id,
+        conversation_id=str(uuid.uuid4()), model=MODEL, usage=None,
+    ))
+    assert not (await billing.reserve(req)).ok  # the first verdict, although budget is free again
+    assert (await billing.reserve(reserve_req(studio))).ok
+
+
+async def test_expired_holds_stop_counting(billing: Billing, pool: asyncpg.Pool, clock: FakeClock) -> None:
+    studio = await make_studio(pool, tier="lite")
+    # A caller reserves the whole day's budget, then crashes and never settles.
+    crashed = await billing.reserve(reserve_req(studio, input_tokens=0, max_output_tokens=100_000))
+    assert crashed.ok and crashed.amount_usd_micros == 1_000_000
+    assert not (await billing.reserve(reserve_req(studio))).ok
+    assert not (await billing.precheck(BudgetCheck(organization_id=studio.org.id))).ok
+
+    clock.advance(HOLD_TTL - timedelta(seconds=1))
+    assert not (await billing.precheck(BudgetCheck(organization_id=studio.org.id))).ok
+
+    clock.advance(timedelta(seconds=2))
+    verdict = await billing.precheck(BudgetCheck(organization_id=studio.org.id))
+    assert verdict.ok and verdict.remaining_usd_micros == 1_000_000
+    assert (await billing.reserve(reserve_req(studio))).ok
+
+
+async def test_settle_releases_the_hold_and_charges_the_real_cost(billing: Billing, pool: asyncpg.Pool, new_conversation: Callable) -> None:
+    studio = await make_studio(pool, tier="lite")
+    conversation = await new_conversation(studio)
+    reservation_id = rid()
+    held = await billing.reserve(reserve_req(studio, input_tokens=0, max_output_tokens=100_000, reservation_id=reservation_id))
+    assert held.ok and not (await billing.precheck(BudgetCheck(organization_id=studio.org.id))).ok
+
+    usage = ModelUsage(input_tokens=100, output_tokens=2_000, cache_read_tokens=5_000, cache_write_1h_tokens=1_000)
+    settled = await billing.settle(settle_req(studio, conversation, usage, reservation_id=reservation_id))
+    assert settled.cost_usd_micros == 100 * 2 + 2_000 * 10 + 5_000 * 0.2 + 1_000 * 4  # 25_200
+    verdict = await billing.precheck(BudgetCheck(organization_id=studio.org.id))
+    assert verdict.ok and verdict.remaining_usd_micros == 1_000_000 - 25_200
+
+
+async def test_settle_without_usage_only_releases(billing: Billing, pool: asyncpg.Pool, new_conversation: Callable) -> None:
+    studio = await make_studio(pool, tier="lite")
+    conversation = await new_conversation(studio)
+    reservation_id = rid()
+    assert (await billing.reserve(reserve_req(studio, input_tokens=0, max_output_tokens=100_000, reservation_id=reservation_id))).ok
+    settled = await billing.settle(settle_req(studio, conversation, None, reservation_id=reservation_id, count_message=True))
+    assert settled.cost_usd_micros == 0
+    assert (await billing.precheck(BudgetCheck(organization_id=studio.org.id))).remaining_usd_micros == 1_000_000
+    assert await daily_row(pool, studio) is None
+
+
+# ---------------------------------------------------------------------- settlement
+
+
+async def test_settle_twice_charges_once(billing: Billing, pool: asyncpg.Pool, new_conversation: Callable) -> None:
+    studio = await make_studio(pool, tier="pro")
+    conversation = await new_conversation(studio)
+    req = settle_req(studio, conversation, ModelUsage(input_tokens=1_000, output_tokens=1_000), count_message=True)
+    first = await billing.settle(req)
+    retried = await billing.settle(req)  # e.g. the caller timed out and retried
+    raced = await asyncio.gather(*(billing.settle(settle_req(
+        studio, conversation, ModelUsage(output_tokens=500), reservation_id="raced-" + req.reservation_id)) for _ in range(5)))
+    assert first.cost_usd_micros == retried.cost_usd_micros == 12_000
+    assert {r.cost_usd_micros for r in raced} == {5_000}
+
+    row = await daily_row(pool, studio)
+    assert (row["messages"], row["input_tokens"], row["output_tokens"], row["cost_usd_micros"]) == (1, 1_000, 1_500, 17_000)
+    conv = await pool.fetchrow("SELECT * FROM ai_conversations WHERE id = $1", conversation)
+    assert (conv["total_output_tokens"], conv["cost_usd_micros"]) == (1_500, 17_000)
+    assert (await billing.usage(UsageQuery(organization_id=studio.org.id))).spent_usd_micros == 17_000
+
+
+async def test_concurrent_settles_lose_no_increment(billing: Billing, pool: asyncpg.Pool, new_conversation: Callable) -> None:
+    studio = await make_studio(pool, tier="elite")
+    conversation = await new_conversation(studio)
+    usage = ModelUsage(input_tokens=11, output_tokens=1_234, cache_read_tokens=5_000, cache_write_5m_tokens=300, cache_write_1h_tokens=700)
+    cost = 11 * 2 + 1_234 * 10 + 5_000 * 0.2 + 300 * 2.5 + 700 * 4  # 16_912
+    # Half of them race the first read of the spend mirror, which is initialised meanwhile.
+    calls = [billing.settle(settle_req(studio, conversation, usage, count_message=True)) for _ in range(50)]
+    calls += [billing.usage(UsageQuery(organization_id=studio.org.id)) for _ in range(10)]
+    results = await asyncio.gather(*calls)
+    assert {r.cost_usd_micros for r in results[:50]} == {16_912} == {cost}
+
+    row = await daily_row(pool, studio)
+    assert row["day"] == datetime.now(UTC).date()
+    assert (row["messages"], row["input_tokens"], row["output_tokens"], row["cache_read_tokens"],
+            row["cache_creation_tokens"], row["cost_usd_micros"]) == (50, 550, 61_700, 250_000, 50_000, 50 * 16_912)
+    conv = await pool.fetchrow("SELECT * FROM ai_conversations WHERE id = $1", conversation)
+    assert (conv["total_input_tokens"], conv["total_output_tokens"], conv["total_cache_read_tokens"],
+            conv["total_cache_creation_tokens"], conv["cost_usd_micros"]) == (550, 61_700, 250_000, 50_000, 50 * 16_912)
+    # The Redis mirror agrees with Postgres exactly.
+    assert (await billing.usage(UsageQuery(organization_id=studio.org.id))).spent_usd_micros == 50 * 16_912
+
+
+async def test_spend_mirror_is_rebuilt_from_postgres(billing: Billing, pool: asyncpg.Pool, redis: Redis, new_conversation: Callable) -> None:
+    studio = await make_studio(pool, tier="lite")
+    conversation = await new_conversation(studio)
+    await spend(billing, studio, conversation, 30_000)  # before the mirror exists: Postgres only
+    assert (await billing.usage(UsageQuery(organization_id=studio.org.id))).spent_usd_micros == 300_000
+    await spend(billing, studio, conversation, 10_000)
+    keys = await redis.keys(f"spotter:billing:{{{studio.org.id}}}:spent:*")
+    assert len(keys) == 1 and 86_400 < await redis.ttl(keys[0]) <= 2 * 86_400
+    await redis.delete(*keys)  # e.g. Redis restarted without persistence
+    assert (await billing.usage(UsageQuery(organization_id=studio.org.id))).spent_usd_micros == 400_000
+
+
+async def test_settle_for_unknown_conversation_charges_nothing(billing: Billing, pool: asyncpg.Pool, new_conversation: Callable) -> None:
+    studio = await make_studio(pool, tier="lite")
+    req = settle_req(studio, str(uuid.uuid4()), ModelUsage(output_tokens=100))
+    with pytest.raises(SpotterError) as err:
+        await billing.settle(req)
+    assert err.value.code == ErrorCode.NOT_FOUND
+    assert await daily_row(pool, studio) is None
+    # The failed attempt let go of its claim: the corrected retry is charged.
+    fixed = req.model_copy(update={"conversation_id": await new_conversation(studio)})
+    assert (await billing.settle(fixed)).cost_usd_micros == 1_000
+    assert (await daily_row(pool, studio))["cost_usd_micros"] == 1_000
+
+
+# ---------------------------------------------------------------------- usage / errors
+
+
+async def test_usage_snapshot(pool: asyncpg.Pool, redis: Redis, rates, new_conversation: Callable) -> None:
+    clock = FakeClock(datetime(2026, 11, 22, 17, 30, tzinfo=UTC))
+    billing = Billing(pool, redis, rates, clock)
+    studio = await make_studio(pool, tier="pro")
+    await spend(billing, studio, await new_conversation(studio), 400_000)  # $4.00
+    snapshot = await billing.usage(UsageQuery(organization_id=studio.org.id))
+    assert snapshot.model_dump(by_alias=False) == {
+        "tier": "pro", "cap_usd_micros": 5_000_000, "spent_usd_micros": 4_000_000,
+        "remaining_usd_micros": 1_000_000, "percent_used": 0.8, "resets_at": "2026-11-23T00:00:00Z",
+    }
+    # Yesterday's spend does not count today.
+    clock.advance(timedelta(hours=7))
+    snapshot = await billing.usage(UsageQuery(organization_id=studio.org.id))
+    assert (snapshot.spent_usd_micros, snapshot.resets_at) == (0, "2026-11-24T00:00:00Z")
+
+
+async def test_unknown_organization_is_not_found(billing: Billing) -> None:
+    org = str(uuid.uuid4())
+    user, conversation = str(uuid.uuid4()), str(uuid.uuid4())
+    calls = [
+        billing.precheck(BudgetCheck(organization_id=org)),
+        billing.reserve(ReserveBudget(reservation_id=rid(), organization_id=org, model=MODEL, input_tokens=1, max_output_tokens=1)),
+        billing.settle(SettleUsage(reservation_id=rid(), organization_id=org, user_id=user, conversation_id=conversation,
+                                   model=MODEL, usage=ModelUsage(output_tokens=1))),
+        billing.usage(UsageQuery(organization_id=org)),
+    ]
+    for call in calls:
+        with pytest.raises(SpotterError) as err:
+            await call
+        assert err.value.code == ErrorCode.NOT_FOUND
+
+
+async def test_malformed_ids_and_unknown_models_are_invalid(billing: Billing, pool: asyncpg.Pool) -> None:
+    studio = await make_studio(pool, tier="lite")
+    with pytest.raises(SpotterError) as err:
+        await billing.precheck(BudgetCheck(organization_id="not-a-uuid"))
+    assert err.value.code == ErrorCode.INVALID_REQUEST
+    with pytest.raises(SpotterError) as err:
+        await billing.reserve(reserve_req(studio).model_copy(update={"model": "gpt-imaginary"}))
+    assert err.value.code == ErrorCode.INVALID_REQUEST

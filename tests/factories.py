@@ -1,0 +1,39 @@
+"""Unique, isolated studio data for a test: a fresh org per call, never shared between tests."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+
+import asyncpg
+
+from spotter_shared.studio import Org, Person, upsert_org, upsert_person, upsert_program
+
+
+@dataclass
+class Studio:
+    org: Org
+    owner: Person
+    admin: Person
+    coach: Person
+    member: Person
+    people: dict[str, Person] = field(default_factory=dict)
+    programs: dict[str, str] = field(default_factory=dict)
+
+
+async def make_studio(pool: asyncpg.Pool, *, tier: str = "pro", extra_members: list[dict] | None = None, programs: list[str] = ("CrossFit", "Olympic Lifting")) -> Studio:
+    tag = uuid.uuid4().hex[:8]
+    async with pool.acquire() as conn, conn.transaction():
+        org = await upsert_org(conn, name=f"Test Gym {tag}", slug=f"test-{tag}", tier=tier)
+        staff = {
+            role: await upsert_person(conn, org.id, email=f"{role}-{tag}@test.gym", full_name=f"{role.title()} {tag}", role=role)
+            for role in ("owner", "admin", "coach", "member")
+        }
+        studio = Studio(org=org, owner=staff["owner"], admin=staff["admin"], coach=staff["coach"], member=staff["member"])
+        for spec in extra_members or []:
+            email = spec.get("email") or f"{spec['full_name'].lower().replace(' ', '.')}-{tag}@test.gym"
+            person = await upsert_person(conn, org.id, role="member", **{**spec, "email": email})
+            studio.people[spec["full_name"]] = person
+        for name in programs:
+            studio.programs[name] = await upsert_program(conn, org.id, name=name, description=f"{name} classes")
+    return studio

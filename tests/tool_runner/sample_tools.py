@@ -1,0 +1,124 @@
+"""Test-only tools (router `test`) whose handlers report what happened to them through a Probe.
+
+Probes are keyed by tool_use_id, which is unique per test, so tests never see each other's calls."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+
+import asyncpg
+from pydantic import Field
+
+from spotter_tool_runner.context import ToolContext
+from spotter_tool_runner.declaration import Audit, Inverse, ToolFailure, ToolInput, ToolOutput, agent_tool
+from spotter_tool_runner.registry import Registry
+from spotter_tool_runner.tools import read
+
+
+@dataclass
+class Probe:
+    calls: int = 0
+    gated: bool = False
+    crash_first: bool = False
+    entered: asyncio.Event = field(default_factory=asyncio.Event)
+    release: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+PROBES: dict[str, Probe] = {}
+
+
+def probe(tool_use_id: str, **kwargs) -> Probe:
+    PROBES[tool_use_id] = Probe(**kwargs)
+    return PROBES[tool_use_id]
+
+
+async def _visit(ctx: ToolContext) -> Probe:
+    p = PROBES.setdefault(ctx.tool_use_id, Probe())
+    p.calls += 1
+    if p.gated:
+        p.entered.set()
+        await p.release.wait()
+    return p
+
+
+class CreateNoteInput(ToolInput):
+    name: str = Field(min_length=1, description="Program name to create.")
+
+
+class Created(ToolOutput):
+    id: str
+    name: str
+
+
+class IdInput(ToolInput):
+    id: str = Field(description="Program id.")
+
+
+@agent_tool(
+    router="test",
+    action="create_note",
+    summary="Create a program (a real, org-scoped side effect).",
+    input=CreateNoteInput,
+    side_effects="write",
+    audit=Audit(resource="program", action_label="program.created"),
+    inverse=Inverse(router="test", action="delete_note", build_input=lambda out: {"id": out["id"]}),
+)
+async def create_note(ctx: ToolContext, args: CreateNoteInput) -> Created:
+    p = await _visit(ctx)
+    new_id = await ctx.conn.fetchval(
+        "INSERT INTO programs (organization_id, name) VALUES ($1, $2) RETURNING id", ctx.organization_id, args.name
+    )
+    if p.crash_first and p.calls == 1:
+        # The database "goes away" after the write: an infrastructure failure, not a tool failure.
+        raise asyncpg.exceptions.ConnectionDoesNotExistError("simulated connection loss")
+    return Created(id=str(new_id), name=args.name)
+
+
+@agent_tool(
+    router="test",
+    action="delete_note",
+    summary="Soft-delete a program.",
+    input=IdInput,
+    side_effects="write",
+    confirm="destructive",
+    audit=Audit(resource="program", action_label="program.deleted"),
+)
+async def delete_note(ctx: ToolContext, args: IdInput) -> dict:
+    await _visit(ctx)
+    await ctx.conn.execute("UPDATE programs SET deleted_at = now() WHERE id = $1 AND organization_id = $2", args.id, ctx.organization_id)
+    return {"id": args.id, "deleted": True}
+
+
+@agent_tool(router="test", action="explode", summary="Always raises an unexpected error.", input=CreateNoteInput)
+async def explode(ctx: ToolContext, args: CreateNoteInput) -> dict:
+    await _visit(ctx)
+    await ctx.conn.execute("INSERT INTO programs (organization_id, name) VALUES ($1, $2)", ctx.organization_id, args.name)
+    raise RuntimeError("secret internals: password=hunter2")
+
+
+@agent_tool(router="test", action="refuse", summary="Always refuses with a typed failure.", input=CreateNoteInput)
+async def refuse(ctx: ToolContext, args: CreateNoteInput) -> dict:
+    await _visit(ctx)
+    raise ToolFailure("conflict", f"{args.name} already exists.", hint="Pick another name.")
+
+
+@agent_tool(router="test", action="owner_only", summary="Only owners may call it.", input=CreateNoteInput, roles=frozenset({"owner"}))
+async def owner_only(ctx: ToolContext, args: CreateNoteInput) -> dict:
+    await _visit(ctx)
+    return {"ok": True}
+
+
+@agent_tool(router="test", action="pick", summary="Ask the user to pick.", input=IdInput, kind="user_picker")
+async def pick(ctx: ToolContext, args: IdInput) -> dict:
+    await _visit(ctx)
+    return {}
+
+
+def build_test_registry() -> Registry:
+    registry = Registry()
+    registry.register_module(read)
+    for decl in (create_note, delete_note, explode, refuse, owner_only, pick):
+        registry.register(decl)
+    registry.check()
+    return registry
