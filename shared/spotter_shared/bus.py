@@ -86,6 +86,15 @@ def contract_errors(broker_ref: list[NatsBroker]) -> ExceptionMiddleware:
     async def on_expected(exc: SpotterError, message: NatsMessage):
         return await _reject(broker_ref[0], message, exc.code, exc.message)
 
+    @mw.add_handler(Exception, publish=True)
+    async def on_unexpected(exc: Exception, message: NatsMessage):
+        # A requester gets a typed `internal` at once instead of waiting out its deadline. Durable
+        # commands are not dead-lettered for this: they stay un-acked and are redelivered.
+        if not message.reply_to:
+            raise exc
+        log.exception("handler failed on %s", message.raw_message.subject, exc_info=exc)
+        return Response(ErrorReply(code=ErrorCode.INTERNAL, message="internal error").to_bytes(), headers={ERROR_HEADER: ErrorCode.INTERNAL})
+
     return mw
 
 

@@ -20,6 +20,8 @@ _FIND_RE = re.compile(r"\b(?:find|search(?:\s+for)?|look\s+up)\s+(?:the\s+)?(?:m
 def respond(body: dict[str, Any]) -> Turn:
     messages: list[dict[str, Any]] = body["messages"]
     tools = [t["name"] for t in body.get("tools") or [] if isinstance(t.get("name"), str)]
+    if (body.get("tool_choice") or {}).get("type") == "none":
+        tools = []  # tools are described but may not be called
 
     last = messages[-1]
     results = [b for b in content_blocks(last) if b.get("type") == "tool_result"] if last["role"] == "user" else []

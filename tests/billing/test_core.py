@@ -213,7 +213,7 @@ async def test_settle_twice_charges_once(billing: Billing, pool: asyncpg.Pool, n
     assert (await billing.usage(UsageQuery(organization_id=studio.org.id))).spent_usd_micros == 17_000
 
 
-async def test_concurrent_settles_lose_no_increment(billing: Billing, pool: asyncpg.Pool, new_conversation: Callable) -> None:
+async def test_concurrent_settles_lose_no_increment(billing: Billing, pool: asyncpg.Pool, clock: FakeClock, new_conversation: Callable) -> None:
     studio = await make_studio(pool, tier="elite")
     conversation = await new_conversation(studio)
     usage = ModelUsage(input_tokens=11, output_tokens=1_234, cache_read_tokens=5_000, cache_write_5m_tokens=300, cache_write_1h_tokens=700)
@@ -225,7 +225,7 @@ async def test_concurrent_settles_lose_no_increment(billing: Billing, pool: asyn
     assert {r.cost_usd_micros for r in results[:50]} == {16_912} == {cost}
 
     row = await daily_row(pool, studio)
-    assert row["day"] == datetime.now(UTC).date()
+    assert row["day"] == clock.now.date()  # the UTC day
     assert (row["messages"], row["input_tokens"], row["output_tokens"], row["cache_read_tokens"],
             row["cache_creation_tokens"], row["cost_usd_micros"]) == (50, 550, 61_700, 250_000, 50_000, 50 * 16_912)
     conv = await pool.fetchrow("SELECT * FROM ai_conversations WHERE id = $1", conversation)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import anthropic
 import pytest
 
-from conftest import MODEL, Sim
+from .helpers import MODEL, Sim
 
 # Token rule: ceil(chars / 4) per text block. 4400 chars -> 1100 tokens, 2000 -> 500.
 BIG = "a" * 4400

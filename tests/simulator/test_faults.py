@@ -7,7 +7,7 @@ import math
 import anthropic
 import pytest
 
-from conftest import MODEL, Sim
+from .helpers import MODEL, Sim
 
 HELLO = [{"role": "user", "content": "hello"}]
 

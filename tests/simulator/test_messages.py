@@ -10,7 +10,7 @@ import anthropic
 import httpx
 import pytest
 
-from conftest import DEMO_TOOLS, LEGACY_MODEL, MODEL, Sim
+from .helpers import DEMO_TOOLS, LEGACY_MODEL, MODEL, Sim
 
 
 @pytest.mark.asyncio

@@ -8,7 +8,7 @@ from typing import Any
 import anthropic
 import pytest
 
-from conftest import DEMO_TOOLS, LEGACY_MODEL, MODEL, Sim
+from .helpers import DEMO_TOOLS, LEGACY_MODEL, MODEL, Sim
 
 
 async def ask(client: anthropic.AsyncAnthropic, messages: list[dict[str, Any]], tools: list | None = None,

@@ -7,7 +7,7 @@ from typing import Any
 import anthropic
 import pytest
 
-from conftest import DEMO_TOOLS, LEGACY_MODEL, MODEL, Sim
+from .helpers import DEMO_TOOLS, LEGACY_MODEL, MODEL, Sim
 
 EPH = {"type": "ephemeral"}
 EPH_1H = {"type": "ephemeral", "ttl": "1h"}

@@ -1,0 +1,122 @@
+"""Samples, percentiles and per-process CPU accounting for the benchmark."""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass, field
+from typing import Iterable, Optional
+
+
+@dataclass
+class TurnResult:
+    ok: bool
+    ttft: Optional[float] = None  # seconds from request to the first text delta
+    total: Optional[float] = None  # seconds from request to the end of the turn
+    error: Optional[str] = None
+
+
+@dataclass
+class Samples:
+    """All turns of one (workload, concurrency, path) cell, over every round."""
+
+    results: list[TurnResult] = field(default_factory=list)
+    wall: float = 0.0  # summed wall time of the rounds (turns/s = completed / wall)
+    rounds: int = 0
+
+    def add_round(self, results: list[TurnResult], wall: float) -> None:
+        self.results.extend(results)
+        self.wall += wall
+        self.rounds += 1
+
+    @property
+    def ok(self) -> list[TurnResult]:
+        return [r for r in self.results if r.ok]
+
+    @property
+    def errors(self) -> list[TurnResult]:
+        return [r for r in self.results if not r.ok]
+
+    def summary(self) -> dict:
+        ok = self.ok
+        ttft = [r.ttft for r in ok if r.ttft is not None]
+        total = [r.total for r in ok if r.total is not None]
+        return {
+            "turns": len(self.results),
+            "errors": len(self.errors),
+            "rounds": self.rounds,
+            "wall_s": round(self.wall, 3),
+            "ttft_p50_ms": ms(percentile(ttft, 50)),
+            "ttft_p95_ms": ms(percentile(ttft, 95)),
+            "turn_p50_ms": ms(percentile(total, 50)),
+            "turn_p95_ms": ms(percentile(total, 95)),
+            "turns_per_s": round(len(ok) / self.wall, 3) if self.wall > 0 else None,
+        }
+
+
+def percentile(values: Iterable[float], q: float) -> Optional[float]:
+    """Linear interpolation between closest ranks (numpy's default)."""
+    xs = sorted(values)
+    if not xs:
+        return None
+    if len(xs) == 1:
+        return xs[0]
+    pos = (len(xs) - 1) * q / 100.0
+    lo, hi = math.floor(pos), math.ceil(pos)
+    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
+
+
+def ms(seconds: Optional[float]) -> Optional[float]:
+    return None if seconds is None else round(seconds * 1000.0, 1)
+
+
+def ratio(a: Optional[float], b: Optional[float]) -> Optional[float]:
+    if a is None or b is None or b == 0:
+        return None
+    return round(a / b, 3)
+
+
+# --------------------------------------------------------------------------- CPU accounting
+
+_CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def _proc_table() -> dict[int, tuple[int, float]]:
+    """pid -> (ppid, user+system CPU seconds, children already reaped included)."""
+    table: dict[int, tuple[int, float]] = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat") as f:
+                rest = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        # fields after the comm: state ppid ... utime(14) stime(15) cutime(16) cstime(17) (1-based in man)
+        ppid = int(rest[1])
+        cpu = (int(rest[11]) + int(rest[12]) + int(rest[13]) + int(rest[14])) / _CLK_TCK
+        table[int(name)] = (ppid, cpu)
+    return table
+
+
+def cpu_snapshot(roots: dict[str, Optional[int]]) -> dict[str, float]:
+    """CPU seconds used so far by each named process and all its live descendants."""
+    table = _proc_table()
+    children: dict[int, list[int]] = {}
+    for pid, (ppid, _) in table.items():
+        children.setdefault(ppid, []).append(pid)
+    out: dict[str, float] = {}
+    for name, root in roots.items():
+        if root is None or root not in table:
+            continue
+        total, stack = 0.0, [root]
+        while stack:
+            pid = stack.pop()
+            total += table[pid][1]
+            stack.extend(children.get(pid, ()))
+        out[name] = total
+    return out
+
+
+def cpu_delta(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
+    return {k: max(0.0, after[k] - before.get(k, 0.0)) for k in after}
