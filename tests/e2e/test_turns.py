@@ -154,8 +154,13 @@ async def test_second_send_while_running_is_conversation_busy(http: httpx.AsyncC
 
 
 async def _wait_for_running_turn(pool: asyncpg.Pool, cid: str) -> None:
-    for _ in range(200):
-        if await pool.fetchval("SELECT 1 FROM ai_turns WHERE conversation_id = $1 AND status = 'running'", uuid.UUID(cid)):
+    # Running, and already streaming: its user message is stored.
+    for _ in range(500):
+        if await pool.fetchval(
+            """SELECT 1 FROM ai_turns t JOIN ai_conversation_events e ON e.turn_id = t.id
+               WHERE t.conversation_id = $1 AND t.status = 'running' AND e.type = 'text_delta' LIMIT 1""",
+            uuid.UUID(cid),
+        ):
             return
         await asyncio.sleep(0.02)
     raise AssertionError("turn never started")

@@ -1,0 +1,184 @@
+"""The two ways of running one turn: straight at the simulator with the real `anthropic` SDK, or
+through the gateway's SSE endpoint (gateway → NATS → orchestrator → billing/rag/tool-runner → model)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Any, Awaitable, Callable, Optional
+
+import anthropic
+import httpx
+
+from bench_stats import TurnResult
+
+TURN_TIMEOUT_S = 60.0
+
+# Arguments `messages.stream()` takes by name; anything else in a captured body goes in extra_body.
+_SDK_KEYS = {
+    "max_tokens", "messages", "model", "metadata", "output_config", "service_tier", "stop_sequences",
+    "system", "thinking", "tool_choice", "tools",
+}
+
+
+@dataclass(frozen=True)
+class Workload:
+    key: str
+    title: str
+    message: str
+    model_calls: int  # model requests one turn makes (the direct baseline replays them in sequence)
+    tools: tuple[str, ...] = ()  # tool actions the gateway turn must have run (succeeded)
+    expect_text: Optional[str] = None  # substring of the final answer (a sanity check)
+
+
+@dataclass
+class DirectPlan:
+    """The exact request bodies the orchestrator sent for one turn (from the simulator's request
+    log), replayed in sequence."""
+
+    calls: list[dict[str, Any]] = field(default_factory=list)
+
+
+def sdk_kwargs(body: dict[str, Any]) -> dict[str, Any]:
+    kwargs = {k: v for k, v in body.items() if k in _SDK_KEYS}
+    extra = {k: v for k, v in body.items() if k not in _SDK_KEYS and k != "stream"}
+    if extra:
+        kwargs["extra_body"] = extra
+    return kwargs
+
+
+async def direct_turn(client: anthropic.AsyncAnthropic, plan: DirectPlan, workload: Workload) -> TurnResult:
+    t0 = time.perf_counter()
+    ttft: Optional[float] = None
+    try:
+        async with asyncio.timeout(TURN_TIMEOUT_S):
+            final = None
+            for i, body in enumerate(plan.calls):
+                async with client.messages.stream(**sdk_kwargs(body)) as stream:
+                    async for event in stream:
+                        if event.type == "text" and ttft is None and event.text:
+                            ttft = time.perf_counter() - t0
+                    final = await stream.get_final_message()
+                last = i == len(plan.calls) - 1
+                if not last and final.stop_reason != "tool_use":
+                    return TurnResult(False, error=f"direct call {i + 1}: stop_reason {final.stop_reason}, expected tool_use")
+            total = time.perf_counter() - t0
+    except TimeoutError:
+        return TurnResult(False, error=f"direct turn timed out after {TURN_TIMEOUT_S:.0f}s")
+    except anthropic.APIError as exc:
+        return TurnResult(False, error=f"direct: {type(exc).__name__}: {exc}")
+    except Exception as exc:  # noqa: BLE001 — a benchmark counts every failure
+        return TurnResult(False, error=f"direct: {type(exc).__name__}: {exc}")
+    if final is None or final.stop_reason != "end_turn":
+        return TurnResult(False, error=f"direct: final stop_reason {getattr(final, 'stop_reason', None)}")
+    if ttft is None:
+        return TurnResult(False, error="direct: no text delta")
+    return TurnResult(True, ttft=ttft, total=total)
+
+
+@dataclass
+class Gateway:
+    base_url: str
+    org_id: str
+    token: str
+
+    @property
+    def url(self) -> str:
+        return f"{self.base_url}/organizations/{self.org_id}/agent/messages"
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.token}", "Accept": "text/event-stream"}
+
+
+async def gateway_turn(client: httpx.AsyncClient, gw: Gateway, workload: Workload) -> TurnResult:
+    """One turn in a new conversation: POST, read SSE until this turn's `done`."""
+    t0 = time.perf_counter()
+    ttft: Optional[float] = None
+    text: list[str] = []
+    tools_ok: list[str] = []
+    problems: list[str] = []
+    try:
+        async with asyncio.timeout(TURN_TIMEOUT_S):
+            async with client.stream("POST", gw.url, headers=gw.headers,
+                                     json={"conversationId": None, "message": workload.message}) as r:
+                if r.status_code != 200:
+                    body = (await r.aread()).decode(errors="replace")[:300]
+                    return TurnResult(False, error=f"gateway HTTP {r.status_code}: {body}")
+                event, data = None, []
+                async for line in r.aiter_lines():
+                    if line.startswith(":"):
+                        continue  # comment / keep-alive
+                    if line:
+                        name, _, value = line.partition(":")
+                        value = value[1:] if value.startswith(" ") else value
+                        if name == "event":
+                            event = value
+                        elif name == "data":
+                            data.append(value)
+                        continue
+                    if event is None and not data:
+                        continue
+                    payload = _json("\n".join(data))
+                    kind = event or payload.get("type")
+                    event, data = None, []
+                    if kind == "text_delta":
+                        if ttft is None:
+                            ttft = time.perf_counter() - t0
+                        text.append(payload.get("delta", ""))
+                    elif kind == "tool_completed":
+                        if payload.get("ok"):
+                            tools_ok.append(str(payload.get("action")))
+                        else:
+                            problems.append(f"tool {payload.get('action')} failed: {json.dumps(payload.get('output'))[:200]}")
+                    elif kind in ("confirmation_pending", "disambiguation_pending"):
+                        problems.append(f"unexpected {kind}")
+                    elif kind == "error":
+                        problems.append(f"error event {payload.get('code')}: {payload.get('message')}")
+                    elif kind == "done":
+                        total = time.perf_counter() - t0
+                        break
+                else:
+                    return TurnResult(False, error="gateway: stream ended without `done`" + (f" ({'; '.join(problems)})" if problems else ""))
+    except TimeoutError:
+        return TurnResult(False, error=f"gateway turn stalled: no `done` after {TURN_TIMEOUT_S:.0f}s (ttft {ttft})")
+    except httpx.HTTPError as exc:
+        return TurnResult(False, error=f"gateway: {type(exc).__name__}: {exc}")
+    if problems:
+        return TurnResult(False, error="gateway: " + "; ".join(problems))
+    missing = [t for t in workload.tools if t not in tools_ok]
+    if missing or (not workload.tools and tools_ok):
+        return TurnResult(False, error=f"gateway: tools run {tools_ok}, expected {list(workload.tools)}")
+    answer = "".join(text)
+    if ttft is None:
+        return TurnResult(False, error="gateway: no text_delta before done")
+    if workload.expect_text and workload.expect_text not in answer:
+        return TurnResult(False, error=f"gateway: answer {answer[-160:]!r} lacks {workload.expect_text!r}")
+    return TurnResult(True, ttft=ttft, total=total)
+
+
+def _json(raw: str) -> dict[str, Any]:
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return {"raw": raw}
+    return value if isinstance(value, dict) else {"value": value}
+
+
+async def run_closed_loop(turn: Callable[[], Awaitable[TurnResult]], n: int, concurrency: int) -> tuple[list[TurnResult], float]:
+    """`concurrency` workers each run turns back to back until `n` have been started; returns the
+    results and the wall time from the first start to the last completion."""
+    remaining = n
+    results: list[TurnResult] = []
+
+    async def worker() -> None:
+        nonlocal remaining
+        while remaining > 0:
+            remaining -= 1
+            results.append(await turn())
+
+    t0 = time.perf_counter()
+    await asyncio.gather(*(worker() for _ in range(min(concurrency, n))))
+    return results, time.perf_counter() - t0

@@ -1,0 +1,151 @@
+"""Tables for the terminal, bench/results/latest.{md,json}, and the README section between
+`<!-- bench:start -->` and `<!-- bench:end -->`."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tempfile
+from pathlib import Path
+from typing import Any, Optional
+
+START, END = "<!-- bench:start -->", "<!-- bench:end -->"
+
+
+def _x(value: Optional[float]) -> str:
+    return "n/a" if value is None else f"{value:.2f}×"
+
+
+def _ms(value: Optional[float]) -> str:
+    return "n/a" if value is None else f"{value:.0f} ms"
+
+
+def _tps(value: Optional[float]) -> str:
+    return "n/a" if value is None else f"{value:.2f}/s"
+
+
+def ratio_table(cells: list[dict[str, Any]]) -> str:
+    """Gateway figures as ratios to the direct baseline of the same run; the baseline's absolute
+    values in the reference rows, for scale only."""
+    rows = [
+        "| Workload | Concurrent conversations | Path | TTFT p50 | TTFT p95 | Turn latency p50 | Turns/s |",
+        "|---|---:|---|---:|---:|---:|---:|",
+    ]
+    for c in cells:
+        d, g, r = c["direct"], c["gateway"], c["ratios"]
+        rows.append(
+            f"| {c['title']} | {c['concurrency']} | direct (baseline) | 1.00× ({_ms(d['ttft_p50_ms'])}) "
+            f"| 1.00× ({_ms(d['ttft_p95_ms'])}) | 1.00× ({_ms(d['turn_p50_ms'])}) | 1.00× ({_tps(d['turns_per_s'])}) |"
+        )
+        rows.append(
+            f"| {c['title']} | {c['concurrency']} | **gateway** | **{_x(r['ttft_p50'])}** | **{_x(r['ttft_p95'])}** "
+            f"| **{_x(r['turn_p50'])}** | **{_x(r['throughput'])}** |"
+        )
+    return "\n".join(rows)
+
+
+def detail_table(cells: list[dict[str, Any]]) -> str:
+    rows = [
+        "| Workload | Conc. | Path | Turns | Errors | TTFT p50 | TTFT p95 | Turn p50 | Turn p95 | Turns/s | Added TTFT p50 |",
+        "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for c in cells:
+        for path in ("direct", "gateway"):
+            s = c[path]
+            added = c["added_ttft_p50_ms"] if path == "gateway" else None
+            rows.append(
+                f"| {c['title']} | {c['concurrency']} | {path} | {s['turns']} | {s['errors']} | {_ms(s['ttft_p50_ms'])} "
+                f"| {_ms(s['ttft_p95_ms'])} | {_ms(s['turn_p50_ms'])} | {_ms(s['turn_p95_ms'])} | {_tps(s['turns_per_s'])} "
+                f"| {'' if added is None else f'+{added:.0f} ms'} |"
+            )
+    return "\n".join(rows)
+
+
+def cpu_table(cells: list[dict[str, Any]]) -> str:
+    names: list[str] = []
+    for c in cells:
+        for n in c["cpu_ms_per_turn"]["gateway"]:
+            if n not in names:
+                names.append(n)
+    rows = ["| Workload | Conc. | Path | " + " | ".join(names) + " |", "|---|---:|---|" + "---:|" * len(names)]
+    for c in cells:
+        for path in ("direct", "gateway"):
+            per = c["cpu_ms_per_turn"][path]
+            rows.append(f"| {c['title']} | {c['concurrency']} | {path} | "
+                        + " | ".join(f"{per.get(n, 0):.1f}" for n in names) + " |")
+    return "\n".join(rows)
+
+
+def environment_line(meta: dict[str, Any]) -> str:
+    return (
+        f"Measured {meta['date']} on {meta['nproc']} CPU core(s) ({meta['machine']}), Python {meta['python']}; "
+        f"simulator TTFT {meta['sim_ttft_ms']} ms, {meta['sim_tokens_per_second']:g} tokens/s; "
+        f"org tier during the run: {meta['tier']}; `make bench` took {meta['runtime_s']:.0f} s."
+    )
+
+
+def method_lines(meta: dict[str, Any]) -> list[str]:
+    return [
+        "Ratios are gateway ÷ direct, both measured in the same run (TTFT and latency: above 1 is slower; "
+        "turns/s: below 1 is less throughput). The direct baseline streams the *same request bodies* the "
+        "orchestrator sent (captured from the simulator's request log) with the `anthropic` SDK; the gateway "
+        "path is `POST /organizations/{orgId}/agent/messages` over SSE, every turn in a new conversation. "
+        f"Rounds alternate direct/gateway (AB, BA, …) so drift on this shared machine hits both. {meta['workloads_note']}",
+    ]
+
+
+def markdown(cells: list[dict[str, Any]], meta: dict[str, Any], *, for_readme: bool = False) -> str:
+    parts = ["### Platform overhead (gateway vs. calling the model directly)", "", ratio_table(cells), "",
+             environment_line(meta), "", *method_lines(meta)]
+    if not for_readme:
+        parts += ["", "#### Absolute figures", "", detail_table(cells), "",
+                  "#### CPU time per turn (ms, summed over the process and its children)", "", cpu_table(cells)]
+        if meta.get("notes"):
+            parts += ["", "#### Notes", ""] + [f"- {n}" for n in meta["notes"]]
+    else:
+        parts += ["", "Full figures (absolute latencies, CPU per service): `bench/results/latest.md`."]
+    return "\n".join(parts) + "\n"
+
+
+def write_results(results_dir: Path, cells: list[dict[str, Any]], meta: dict[str, Any]) -> tuple[Path, Path]:
+    results_dir.mkdir(parents=True, exist_ok=True)
+    md = results_dir / "latest.md"
+    js = results_dir / "latest.json"
+    _atomic_write(md, markdown(cells, meta))
+    _atomic_write(js, json.dumps({"meta": meta, "cells": cells}, indent=2, ensure_ascii=False) + "\n")
+    return md, js
+
+
+def update_readme(readme: Path, section: str) -> str:
+    """Replace what is between the markers (re-reading the file just before writing); append the
+    markers at the end of the file when they are missing. Returns what was done."""
+    block = f"{START}\n{section.rstrip()}\n{END}"
+    text = readme.read_text(encoding="utf-8") if readme.exists() else ""
+    pattern = re.compile(re.escape(START) + r".*?" + re.escape(END), re.S)
+    if pattern.search(text):
+        new = pattern.sub(lambda _m: block, text, count=1)
+        action = "updated the section between the bench markers"
+    else:
+        sep = "" if not text or text.endswith("\n\n") else ("\n" if text.endswith("\n") else "\n\n")
+        new = f"{text}{sep}## Benchmark\n\n{block}\n"
+        action = "appended a Benchmark section with the bench markers"
+    if new != text:
+        _atomic_write(readme, new)
+    return action
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        if path.exists():
+            os.chmod(tmp, path.stat().st_mode & 0o777)
+        else:
+            os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise

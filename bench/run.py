@@ -1,0 +1,350 @@
+"""`make bench`: platform overhead on time-to-first-token and turns per second, through the gateway
+versus calling the model simulator directly, at 1 and 20 concurrent conversations.
+
+Everything runs in one process tree on ephemeral servers; the figures that matter are ratios
+gateway ÷ direct measured in the same run (the machines are shared and noisy), written to
+bench/results/latest.{md,json} and to the README between `<!-- bench:start -->` / `<!-- bench:end -->`.
+
+    .venv/bin/python bench/run.py            # full run (~2-3 minutes)
+    .venv/bin/python bench/run.py --quick    # smoke run, results not written to the README
+
+Exit status: 0 when every turn succeeded, 1 when any turn failed (errors are listed), 2 when the
+platform could not be started or a process died.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime as dt
+import os
+import platform as pyplatform
+import resource
+import signal
+import sys
+import time
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Optional
+
+BENCH_DIR = Path(__file__).resolve().parent
+REPO = BENCH_DIR.parent
+if str(BENCH_DIR) not in sys.path:
+    sys.path.insert(0, str(BENCH_DIR))
+
+import anthropic  # noqa: E402
+import asyncpg  # noqa: E402
+import httpx  # noqa: E402
+
+from bench_clients import DirectPlan, Gateway, Workload, direct_turn, gateway_turn, run_closed_loop  # noqa: E402
+from bench_platform import Platform, say  # noqa: E402
+from bench_report import markdown, ratio_table, detail_table, update_readme, write_results  # noqa: E402
+from bench_stats import Samples, TurnResult, cpu_delta, cpu_snapshot, ratio  # noqa: E402
+
+PLAIN = Workload(
+    key="plain", title="plain text turn", message="hello there, how are you today?", model_calls=1,
+    expect_text="Spotter",
+)
+ONE_TOOL = Workload(
+    key="one_tool", title="one read tool", message="who am I?", model_calls=2,
+    tools=("get_current_context",), expect_text="You are",
+)
+
+
+@dataclass(frozen=True)
+class Cell:
+    workload: Workload
+    concurrency: int
+    rounds: int
+    turns_per_round: int
+
+
+def plan_cells(quick: bool) -> list[Cell]:
+    if quick:
+        return [Cell(PLAIN, 1, 2, 3), Cell(PLAIN, 20, 2, 20), Cell(ONE_TOOL, 1, 2, 2), Cell(ONE_TOOL, 20, 2, 20)]
+    return [
+        Cell(PLAIN, 1, 4, 8),       # 32 turns per path
+        Cell(PLAIN, 20, 2, 50),     # 100 turns per path
+        Cell(ONE_TOOL, 1, 4, 5),    # 20 turns per path
+        Cell(ONE_TOOL, 20, 2, 40),  # 80 turns per path
+    ]
+
+
+class Failure(RuntimeError):
+    pass
+
+
+class Bench:
+    def __init__(self, p: Platform, quick: bool) -> None:
+        self.p = p
+        self.quick = quick
+        self.gw = Gateway(p.gateway_url, p.org_id, p.token)
+        self.http = httpx.AsyncClient(
+            timeout=httpx.Timeout(10.0, read=90.0),
+            limits=httpx.Limits(max_connections=200, max_keepalive_connections=100),
+        )
+        self.sim_ctl = httpx.AsyncClient(base_url=p.sim_url, timeout=10.0)
+        self.model = anthropic.AsyncAnthropic(base_url=p.sim_url, api_key="sk-ant-simulator", max_retries=0)
+        self.plans: dict[str, DirectPlan] = {}
+        self.notes: list[str] = []
+        self.tier = "pro"
+        self.all_errors: list[tuple[str, str]] = []  # (where, error)
+
+    async def close(self) -> None:
+        await self.http.aclose()
+        await self.sim_ctl.aclose()
+        await self.model.close()
+
+    # ---------------------------------------------------------------- one turn of each kind
+    async def gateway(self, w: Workload) -> TurnResult:
+        return await gateway_turn(self.http, self.gw, w)
+
+    async def direct(self, w: Workload) -> TurnResult:
+        return await direct_turn(self.model, self.plans[w.key], w)
+
+    def check_alive(self) -> None:
+        dead = self.p.dead()
+        if dead:
+            raise Failure("process died during the benchmark: " + ", ".join(dead))
+
+    # ---------------------------------------------------------------- setup
+    async def capture_plan(self, w: Workload) -> None:
+        """Run one gateway turn and take the request bodies the orchestrator sent to the model: the
+        direct baseline replays exactly those."""
+        await self.sim_ctl.delete("/_sim/requests")
+        r = await self.gateway(w)
+        if not r.ok:
+            raise Failure(f"capture turn for {w.key!r} failed: {r.error}")
+        log = (await self.sim_ctl.get("/_sim/requests")).json()["requests"]
+        bodies = [e["body"] for e in log if e.get("path") == "/v1/messages" and e.get("body")]
+        if len(bodies) != w.model_calls:
+            raise Failure(f"{w.key}: expected {w.model_calls} model call(s) per turn, the simulator saw {len(bodies)}")
+        bad = [e["verdict"] for e in log if not e.get("verdict", {}).get("ok")]
+        if bad:
+            raise Failure(f"{w.key}: the simulator rejected the orchestrator's request: {bad}")
+        self.plans[w.key] = DirectPlan(calls=[{k: v for k, v in b.items() if k != "stream"} for b in bodies])
+        # Sanity: the direct replay works and yields text.
+        d = await self.direct(w)
+        if not d.ok:
+            raise Failure(f"direct replay of {w.key!r} failed: {d.error}")
+
+    async def usage(self) -> dict[str, Any]:
+        r = await self.http.get(f"{self.gw.base_url}/organizations/{self.gw.org_id}/agent/usage", headers=self.gw.headers)
+        r.raise_for_status()
+        return r.json()
+
+    async def make_unmetered(self) -> None:
+        conn = await asyncpg.connect(self.p.env["DATABASE_URL"])
+        try:
+            await conn.execute("UPDATE organizations SET tier = 'unmetered' WHERE id = $1::uuid", self.gw.org_id)
+        finally:
+            await conn.close()
+        self.tier = "unmetered"
+
+    async def warm_up(self, cells: list[Cell]) -> int:
+        turns = 0
+        for w in {c.workload.key: c.workload for c in cells}.values():
+            for c in sorted({c.concurrency for c in cells}):
+                n = max(2, c)
+                for fn in (self.direct, self.gateway):
+                    results, _ = await run_closed_loop(lambda fn=fn, w=w: fn(w), n, c)
+                    errs = [r.error for r in results if not r.ok]
+                    if errs:
+                        raise Failure(f"warm-up {w.key} c={c} {fn.__name__}: {len(errs)} error(s), first: {errs[0]}")
+                    if fn is self.gateway:
+                        turns += n
+        self.check_alive()
+        return turns
+
+    async def settle_budget(self, spent_turns: int, planned_gateway_turns: int) -> None:
+        """Keep the demo org's real tier (pro, metered: the budget reservation is part of the platform)
+        unless the run would come near its daily cap; then switch the org to unmetered before measuring."""
+        u = await self.usage()
+        cap = u.get("capUsdMicros", u.get("cap_usd_micros", -1))
+        spent = u.get("spentUsdMicros", u.get("spent_usd_micros", 0))
+        tier = u.get("tier", "?")
+        self.tier = tier
+        if cap is None or cap < 0:
+            return
+        per_turn = spent / max(1, spent_turns)
+        # Holds for in-flight turns count too: ~ one reservation per concurrent turn.
+        projected = spent + per_turn * planned_gateway_turns * 1.5 + 20 * 50_000
+        say(f"budget: tier {tier}, spent ${spent / 1e6:.3f} of ${cap / 1e6:.2f} after {spent_turns} gateway turns "
+            f"(~${per_turn / 1e6:.4f}/turn); projected ${projected / 1e6:.2f}")
+        if projected > 0.8 * cap:
+            await self.make_unmetered()
+            note = (f"The demo org (tier {tier}, daily cap ${cap / 1e6:.2f}) was switched to `unmetered` before measuring: "
+                    f"the run was projected to spend ${projected / 1e6:.2f}. Budget reservations are then skipped.")
+            self.notes.append(note)
+            say(note)
+
+    # ---------------------------------------------------------------- measurement
+    async def measure(self, cell: Cell) -> dict[str, Any]:
+        w, c = cell.workload, cell.concurrency
+        samples = {"direct": Samples(), "gateway": Samples()}
+        cpu = {"direct": Counter(), "gateway": Counter()}
+        roots = self.p.pids()
+        for rnd in range(cell.rounds):
+            order = ("direct", "gateway") if rnd % 2 == 0 else ("gateway", "direct")
+            for path in order:
+                fn = self.direct if path == "direct" else self.gateway
+                before, self_before = cpu_snapshot(roots), _self_cpu()
+                results, wall = await run_closed_loop(lambda fn=fn: fn(w), cell.turns_per_round, c)
+                delta = cpu_delta(before, cpu_snapshot(roots))
+                delta["bench-client"] = _self_cpu() - self_before
+                cpu[path].update(delta)
+                samples[path].add_round(results, wall)
+                for r in results:
+                    if not r.ok:
+                        self.all_errors.append((f"{w.key} c={c} {path} round {rnd + 1}", r.error or "?"))
+                s = samples[path].summary()
+                say(f"{w.key:>8} c={c:<2} round {rnd + 1}/{cell.rounds} {path:>7}: {len(results)} turns in {wall:.2f}s, "
+                    f"ttft p50 {s['ttft_p50_ms']} ms, errors {len(samples[path].errors)}")
+                self.check_alive()
+        d, g = samples["direct"].summary(), samples["gateway"].summary()
+        n_ok = {k: max(1, len(v.ok)) for k, v in samples.items()}
+        return {
+            "workload": w.key,
+            "title": w.title,
+            "message": w.message,
+            "model_calls_per_turn": w.model_calls,
+            "concurrency": c,
+            "direct": d,
+            "gateway": g,
+            "ratios": {
+                "ttft_p50": ratio(g["ttft_p50_ms"], d["ttft_p50_ms"]),
+                "ttft_p95": ratio(g["ttft_p95_ms"], d["ttft_p95_ms"]),
+                "turn_p50": ratio(g["turn_p50_ms"], d["turn_p50_ms"]),
+                "throughput": ratio(g["turns_per_s"], d["turns_per_s"]),
+            },
+            "added_ttft_p50_ms": None if g["ttft_p50_ms"] is None or d["ttft_p50_ms"] is None
+            else round(g["ttft_p50_ms"] - d["ttft_p50_ms"], 1),
+            "cpu_ms_per_turn": {
+                path: {k: round(v * 1000 / n_ok[path], 1) for k, v in sorted(cpu[path].items(), key=lambda kv: -kv[1])}
+                for path in ("direct", "gateway")
+            },
+        }
+
+
+def _self_cpu() -> float:
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    return ru.ru_utime + ru.ru_stime
+
+
+def _nproc() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover
+        return os.cpu_count() or 1
+
+
+async def run_bench(p: Platform, cells: list[Cell], quick: bool) -> tuple[list[dict[str, Any]], Bench]:
+    b = Bench(p, quick)
+    try:
+        t = time.perf_counter()
+        for w in {c.workload.key: c.workload for c in cells}.values():
+            await b.capture_plan(w)
+        warm = await b.warm_up(cells)
+        say(f"captured request shapes and warmed up in {time.perf_counter() - t:.1f}s")
+        await b.settle_budget(warm + len({c.workload.key for c in cells}),
+                              sum(c.rounds * c.turns_per_round for c in cells))
+        out = []
+        for cell in cells:
+            out.append(await b.measure(cell))
+        return out, b
+    finally:
+        await b.close()
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help="few turns, smoke test; the README is left alone")
+    ap.add_argument("--ttft-ms", type=int, default=200, help="simulator time to first token (default 200)")
+    ap.add_argument("--tokens-per-second", type=float, default=200.0, help="simulator output pace (default 200)")
+    ap.add_argument("--no-readme", action="store_true", help="do not touch README.md")
+    ap.add_argument("--results-dir", default=str(BENCH_DIR / "results"))
+    args = ap.parse_args(argv)
+
+    # SIGTERM (e.g. a CI timeout) runs the finally blocks, so no server outlives us.
+    def on_term(_signum: int, _frame: Any) -> None:
+        raise KeyboardInterrupt()
+
+    signal.signal(signal.SIGTERM, on_term)
+
+    started = time.perf_counter()
+    results_dir = Path(args.results_dir)
+    p = Platform(ttft_ms=args.ttft_ms, tokens_per_second=args.tokens_per_second, log_dir=results_dir / "logs")
+    cells_plan = plan_cells(args.quick)
+    rc = 0
+    try:
+        try:
+            p.start()
+        except Exception as exc:
+            say(f"could not start the platform: {type(exc).__name__}: {exc}")
+            _dump_logs(p)
+            return 2
+        try:
+            cells, b = asyncio.run(run_bench(p, cells_plan, args.quick))
+        except Failure as exc:
+            say(f"FAILED: {exc}")
+            _dump_logs(p)
+            return 2
+    except KeyboardInterrupt:
+        say("interrupted")
+        return 130
+    finally:
+        p.close()
+
+    runtime = time.perf_counter() - started
+    meta = {
+        "date": dt.datetime.now().astimezone().isoformat(timespec="seconds"),
+        "nproc": _nproc(),
+        "machine": f"{pyplatform.system()} {pyplatform.machine()}",
+        "python": pyplatform.python_version(),
+        "sim_ttft_ms": args.ttft_ms,
+        "sim_tokens_per_second": args.tokens_per_second,
+        "tier": b.tier,
+        "quick": args.quick,
+        "runtime_s": round(runtime, 1),
+        "workloads_note": (
+            f"Workloads: “{PLAIN.message}” (the simulator answers in plain text, one model call) and "
+            f"“{ONE_TOOL.message}” (get_current_context, then the answer: two model calls; its direct baseline "
+            "is those two calls made back to back)."
+        ),
+        "notes": b.notes,
+    }
+    print()
+    print(ratio_table(cells))
+    print()
+    print(detail_table(cells))
+    print()
+    md, js = write_results(results_dir, cells, meta)
+    say(f"wrote {md.relative_to(REPO) if md.is_relative_to(REPO) else md} and {js.name}")
+
+    errors = b.all_errors
+    if errors:
+        rc = 1
+        say(f"{len(errors)} turn(s) FAILED:")
+        for (where, err), n in Counter(errors).most_common(20):
+            say(f"  {n}× {where}: {err}")
+        say("README left unchanged because of the errors.")
+    elif args.quick or args.no_readme:
+        say("README left unchanged (--quick / --no-readme).")
+    else:
+        action = update_readme(REPO / "README.md", markdown(cells, meta, for_readme=True))
+        say(f"README.md: {action}")
+    say(f"total runtime {runtime:.1f}s")
+    return rc
+
+
+def _dump_logs(p: Platform, lines: int = 40) -> None:
+    for name in list(p.procs):
+        text = p.output(name).splitlines()[-lines:]
+        if text:
+            print(f"----- last {len(text)} lines of {name}", file=sys.stderr)
+            print("\n".join(text), file=sys.stderr)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
