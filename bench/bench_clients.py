@@ -97,6 +97,7 @@ async def gateway_turn(client: httpx.AsyncClient, gw: Gateway, workload: Workloa
     """One turn in a new conversation: POST, read SSE until this turn's `done`."""
     t0 = time.perf_counter()
     ttft: Optional[float] = None
+    first: Optional[float] = None
     text: list[str] = []
     tools_ok: list[str] = []
     problems: list[str] = []
@@ -124,6 +125,8 @@ async def gateway_turn(client: httpx.AsyncClient, gw: Gateway, workload: Workloa
                     payload = _json("\n".join(data))
                     kind = event or payload.get("type")
                     event, data = None, []
+                    if first is None:
+                        first = time.perf_counter() - t0
                     if kind == "text_delta":
                         if ttft is None:
                             ttft = time.perf_counter() - t0
@@ -156,7 +159,7 @@ async def gateway_turn(client: httpx.AsyncClient, gw: Gateway, workload: Workloa
         return TurnResult(False, error="gateway: no text_delta before done")
     if workload.expect_text and workload.expect_text not in answer:
         return TurnResult(False, error=f"gateway: answer {answer[-160:]!r} lacks {workload.expect_text!r}")
-    return TurnResult(True, ttft=ttft, total=total)
+    return TurnResult(True, ttft=ttft, total=total, first_event=first)
 
 
 def _json(raw: str) -> dict[str, Any]:

@@ -47,8 +47,8 @@ def ratio_table(cells: list[dict[str, Any]]) -> str:
 
 def detail_table(cells: list[dict[str, Any]]) -> str:
     rows = [
-        "| Workload | Conc. | Path | Turns | Errors | TTFT p50 | TTFT p95 | Turn p50 | Turn p95 | Turns/s | Added TTFT p50 |",
-        "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| Workload | Conc. | Path | Turns | Errors | TTFT p50 | TTFT p95 | Turn p50 | Turn p95 | Turns/s | Added TTFT p50 | First SSE event p50 |",
+        "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for c in cells:
         for path in ("direct", "gateway"):
@@ -57,7 +57,8 @@ def detail_table(cells: list[dict[str, Any]]) -> str:
             rows.append(
                 f"| {c['title']} | {c['concurrency']} | {path} | {s['turns']} | {s['errors']} | {_ms(s['ttft_p50_ms'])} "
                 f"| {_ms(s['ttft_p95_ms'])} | {_ms(s['turn_p50_ms'])} | {_ms(s['turn_p95_ms'])} | {_tps(s['turns_per_s'])} "
-                f"| {'' if added is None else f'+{added:.0f} ms'} |"
+                f"| {'' if added is None else f'+{added:.0f} ms'} "
+                f"| {'' if path == 'direct' else _ms(s.get('first_event_p50_ms'))} |"
             )
     return "\n".join(rows)
 
@@ -81,7 +82,7 @@ def environment_line(meta: dict[str, Any]) -> str:
     return (
         f"Measured {meta['date']} on {meta['nproc']} CPU core(s) ({meta['machine']}), Python {meta['python']}; "
         f"simulator TTFT {meta['sim_ttft_ms']} ms, {meta['sim_tokens_per_second']:g} tokens/s; "
-        f"org tier during the run: {meta['tier']}; `make bench` took {meta['runtime_s']:.0f} s."
+        f"org tier during the run: {meta['tier']}; the whole run (stack start included) took {meta['runtime_s']:.0f} s."
     )
 
 
@@ -108,10 +109,11 @@ def markdown(cells: list[dict[str, Any]], meta: dict[str, Any], *, for_readme: b
     return "\n".join(parts) + "\n"
 
 
-def write_results(results_dir: Path, cells: list[dict[str, Any]], meta: dict[str, Any]) -> tuple[Path, Path]:
+def write_results(results_dir: Path, cells: list[dict[str, Any]], meta: dict[str, Any], *,
+                  stem: str = "latest") -> tuple[Path, Path]:
     results_dir.mkdir(parents=True, exist_ok=True)
-    md = results_dir / "latest.md"
-    js = results_dir / "latest.json"
+    md = results_dir / f"{stem}.md"
+    js = results_dir / f"{stem}.json"
     _atomic_write(md, markdown(cells, meta))
     _atomic_write(js, json.dumps({"meta": meta, "cells": cells}, indent=2, ensure_ascii=False) + "\n")
     return md, js

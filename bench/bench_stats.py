@@ -14,6 +14,7 @@ class TurnResult:
     ttft: Optional[float] = None  # seconds from request to the first text delta
     total: Optional[float] = None  # seconds from request to the end of the turn
     error: Optional[str] = None
+    first_event: Optional[float] = None  # gateway only: seconds to the first SSE event of the turn
 
 
 @dataclass
@@ -41,6 +42,7 @@ class Samples:
         ok = self.ok
         ttft = [r.ttft for r in ok if r.ttft is not None]
         total = [r.total for r in ok if r.total is not None]
+        first = [r.first_event for r in ok if r.first_event is not None]
         return {
             "turns": len(self.results),
             "errors": len(self.errors),
@@ -50,6 +52,7 @@ class Samples:
             "ttft_p95_ms": ms(percentile(ttft, 95)),
             "turn_p50_ms": ms(percentile(total, 50)),
             "turn_p95_ms": ms(percentile(total, 95)),
+            "first_event_p50_ms": ms(percentile(first, 50)),
             "turns_per_s": round(len(ok) / self.wall, 3) if self.wall > 0 else None,
         }
 

@@ -64,10 +64,10 @@ def plan_cells(quick: bool) -> list[Cell]:
     if quick:
         return [Cell(PLAIN, 1, 2, 3), Cell(PLAIN, 20, 2, 20), Cell(ONE_TOOL, 1, 2, 2), Cell(ONE_TOOL, 20, 2, 20)]
     return [
-        Cell(PLAIN, 1, 4, 8),       # 32 turns per path
-        Cell(PLAIN, 20, 2, 50),     # 100 turns per path
-        Cell(ONE_TOOL, 1, 4, 5),    # 20 turns per path
-        Cell(ONE_TOOL, 20, 2, 40),  # 80 turns per path
+        Cell(PLAIN, 1, 4, 10),      # 40 turns per path
+        Cell(PLAIN, 20, 4, 40),     # 160 turns per path
+        Cell(ONE_TOOL, 1, 4, 6),    # 24 turns per path
+        Cell(ONE_TOOL, 20, 4, 30),  # 120 turns per path
     ]
 
 
@@ -89,6 +89,7 @@ class Bench:
         self.plans: dict[str, DirectPlan] = {}
         self.notes: list[str] = []
         self.tier = "pro"
+        self.restore_tier: Optional[str] = None  # set when we switched the org to unmetered
         self.all_errors: list[tuple[str, str]] = []  # (where, error)
 
     async def close(self) -> None:
@@ -134,12 +135,21 @@ class Bench:
         r.raise_for_status()
         return r.json()
 
-    async def make_unmetered(self) -> None:
+    async def set_tier(self, tier: str) -> str:
+        """Set the demo org's tier; returns the previous one."""
         conn = await asyncpg.connect(self.p.env["DATABASE_URL"])
         try:
-            await conn.execute("UPDATE organizations SET tier = 'unmetered' WHERE id = $1::uuid", self.gw.org_id)
+            async with conn.transaction():
+                old = await conn.fetchval("SELECT tier::text FROM organizations WHERE id = $1::uuid FOR UPDATE", self.gw.org_id)
+                await conn.execute("UPDATE organizations SET tier = $2::org_tier WHERE id = $1::uuid", self.gw.org_id, tier)
         finally:
             await conn.close()
+        return old
+
+    async def make_unmetered(self) -> None:
+        old = await self.set_tier("unmetered")
+        if self.restore_tier is None:
+            self.restore_tier = old
         self.tier = "unmetered"
 
     async def warm_up(self, cells: list[Cell]) -> int:
@@ -152,7 +162,7 @@ class Bench:
                     errs = [r.error for r in results if not r.ok]
                     if errs:
                         raise Failure(f"warm-up {w.key} c={c} {fn.__name__}: {len(errs)} error(s), first: {errs[0]}")
-                    if fn is self.gateway:
+                    if fn == self.gateway:
                         turns += n
         self.check_alive()
         return turns
@@ -254,12 +264,18 @@ async def run_bench(p: Platform, cells: list[Cell], quick: bool) -> tuple[list[d
             out.append(await b.measure(cell))
         return out, b
     finally:
+        if b.restore_tier:  # DATABASE_URL may be a developer's database: leave the org as it was
+            try:
+                await b.set_tier(b.restore_tier)
+            except Exception as exc:  # noqa: BLE001
+                say(f"could not restore the demo org's tier {b.restore_tier!r}: {exc}")
         await b.close()
 
 
 def main(argv: Optional[list[str]] = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--quick", action="store_true", help="few turns, smoke test; the README is left alone")
+    ap.add_argument("--quick", action="store_true",
+                    help="few turns, smoke test: writes results/quick.{md,json}; the README is left alone")
     ap.add_argument("--ttft-ms", type=int, default=200, help="simulator time to first token (default 200)")
     ap.add_argument("--tokens-per-second", type=float, default=200.0, help="simulator output pace (default 200)")
     ap.add_argument("--no-readme", action="store_true", help="do not touch README.md")
@@ -319,7 +335,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     print()
     print(detail_table(cells))
     print()
-    md, js = write_results(results_dir, cells, meta)
+    md, js = write_results(results_dir, cells, meta, stem="quick" if args.quick else "latest")
     say(f"wrote {md.relative_to(REPO) if md.is_relative_to(REPO) else md} and {js.name}")
 
     errors = b.all_errors

@@ -19,8 +19,13 @@ async def _init_connection(conn: asyncpg.Connection) -> None:
         await conn.set_type_codec(typ, encoder=json.dumps, decoder=json.loads, schema="pg_catalog")
 
 
+async def _keep_session(conn: asyncpg.Connection) -> None:
+    """Released connections skip asyncpg's default reset round trip (UNLISTEN/RESET ALL/…):
+    no Spotter code keeps session state — locks are transaction-scoped, settings SET LOCAL."""
+
+
 async def create_pool(dsn: str, *, max_size: int = 10) -> asyncpg.Pool:
-    return await asyncpg.create_pool(dsn, min_size=1, max_size=max_size, init=_init_connection)
+    return await asyncpg.create_pool(dsn, min_size=1, max_size=max_size, init=_init_connection, reset=_keep_session)
 
 
 def _migrations() -> list[tuple[str, str]]:

@@ -83,12 +83,12 @@ if port:
             self.send_response(200 if self.path == "/readyz" else 404); self.end_headers(); self.wfile.write(b"ok")
         def log_message(self, *a): pass
     http.server.ThreadingHTTPServer(("127.0.0.1", int(os.environ[port])), H).serve_forever()
+if die:
+    time.sleep(2)  # long enough for the gateway to be ready: the supervisor is in its watch loop
+    print(name, "crashing", flush=True)
+    sys.exit(3)
 while True:
     time.sleep(0.5)
-    if die and time.monotonic() > 0:
-        time.sleep(1.5)
-        print(name, "crashing", flush=True)
-        sys.exit(3)
 """
 
 

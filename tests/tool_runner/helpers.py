@@ -11,6 +11,7 @@ import asyncpg
 from spotter_shared.contracts.commands import Actor
 from spotter_shared.contracts.tools import ExecuteTool
 from spotter_shared.studio import Person
+
 from tests.factories import Studio
 
 
@@ -30,7 +31,15 @@ class Conversation:
     message_id: str
     actor: Actor
 
-    def command(self, router: str, action: str, input: dict[str, Any] | None = None, *, tool_use_id: str | None = None, actor: Actor | None = None) -> ExecuteTool:
+    def command(
+        self,
+        router: str,
+        action: str,
+        input: dict[str, Any] | None = None,
+        *,
+        tool_use_id: str | None = None,
+        actor: Actor | None = None,
+    ) -> ExecuteTool:
         return ExecuteTool(
             conversation_id=self.id,
             message_id=self.message_id,
@@ -51,12 +60,17 @@ async def new_conversation(pool: asyncpg.Pool, studio: Studio, person: Person | 
         await conn.execute(
             """INSERT INTO ai_conversations (id, organization_id, user_id, membership_id, model)
                VALUES ($1, $2, $3, $4, 'test-model')""",
-            conversation_id, studio.org.id, person.user_id, person.membership_id,
+            conversation_id,
+            studio.org.id,
+            person.user_id,
+            person.membership_id,
         )
         await conn.execute(
             """INSERT INTO ai_messages (id, conversation_id, role, content, position)
                VALUES ($1, $2, 'assistant', $3, 1)""",
-            message_id, conversation_id, [{"type": "text", "text": "calling a tool"}],
+            message_id,
+            conversation_id,
+            [{"type": "text", "text": "calling a tool"}],
         )
     return Conversation(id=conversation_id, message_id=message_id, actor=actor_of(studio, person))
 
@@ -64,5 +78,6 @@ async def new_conversation(pool: asyncpg.Pool, studio: Studio, person: Person | 
 async def execution_rows(pool: asyncpg.Pool, conversation_id: str, tool_use_id: str) -> list[asyncpg.Record]:
     return await pool.fetch(
         "SELECT *, status::text AS status_text FROM ai_tool_executions WHERE conversation_id = $1 AND tool_use_id = $2",
-        conversation_id, tool_use_id,
+        conversation_id,
+        tool_use_id,
     )

@@ -86,14 +86,18 @@ async def create_note(ctx: ToolContext, args: CreateNoteInput) -> Created:
 )
 async def delete_note(ctx: ToolContext, args: IdInput) -> dict:
     await _visit(ctx)
-    await ctx.conn.execute("UPDATE programs SET deleted_at = now() WHERE id = $1 AND organization_id = $2", args.id, ctx.organization_id)
+    await ctx.conn.execute(
+        "UPDATE programs SET deleted_at = now() WHERE id = $1 AND organization_id = $2", args.id, ctx.organization_id
+    )
     return {"id": args.id, "deleted": True}
 
 
 @agent_tool(router="test", action="explode", summary="Always raises an unexpected error.", input=CreateNoteInput)
 async def explode(ctx: ToolContext, args: CreateNoteInput) -> dict:
     await _visit(ctx)
-    await ctx.conn.execute("INSERT INTO programs (organization_id, name) VALUES ($1, $2)", ctx.organization_id, args.name)
+    await ctx.conn.execute(
+        "INSERT INTO programs (organization_id, name) VALUES ($1, $2)", ctx.organization_id, args.name
+    )
     raise RuntimeError("secret internals: password=hunter2")
 
 
@@ -103,7 +107,13 @@ async def refuse(ctx: ToolContext, args: CreateNoteInput) -> dict:
     raise ToolFailure("conflict", f"{args.name} already exists.", hint="Pick another name.")
 
 
-@agent_tool(router="test", action="owner_only", summary="Only owners may call it.", input=CreateNoteInput, roles=frozenset({"owner"}))
+@agent_tool(
+    router="test",
+    action="owner_only",
+    summary="Only owners may call it.",
+    input=CreateNoteInput,
+    roles=frozenset({"owner"}),
+)
 async def owner_only(ctx: ToolContext, args: CreateNoteInput) -> dict:
     await _visit(ctx)
     return {"ok": True}

@@ -9,6 +9,7 @@ import asyncpg
 
 from spotter_tool_runner.runner import ToolRunner
 from spotter_tool_runner.tools import REGISTRY
+
 from tests.factories import Studio
 
 from .helpers import Conversation, actor_of, new_conversation
@@ -19,19 +20,30 @@ async def run(runner: ToolRunner, conv: Conversation, action: str, input: dict |
 
 
 async def test_get_current_context_in_the_org_timezone(pool: asyncpg.Pool, studio: Studio) -> None:
-    await pool.execute("UPDATE organizations SET timezone = 'Asia/Jerusalem', locale = 'he' WHERE id = $1", studio.org.id)
+    await pool.execute(
+        "UPDATE organizations SET timezone = 'Asia/Jerusalem', locale = 'he' WHERE id = $1", studio.org.id
+    )
     runner = ToolRunner(pool, REGISTRY, clock=lambda: datetime(2026, 3, 1, 22, 30, tzinfo=UTC))
     conv = await new_conversation(pool, studio, studio.coach)
-    outcome = await runner.execute(conv.command("read", "get_current_context", actor=actor_of(studio, studio.coach, locale="ru")))
+    outcome = await runner.execute(
+        conv.command("read", "get_current_context", actor=actor_of(studio, studio.coach, locale="ru"))
+    )
 
     assert outcome.status == "succeeded", outcome.error
     out = outcome.output
     assert out["organization"] == {
-        "id": studio.org.id, "name": studio.org.name, "tier": "pro", "locale": "he", "timezone": "Asia/Jerusalem",
+        "id": studio.org.id,
+        "name": studio.org.name,
+        "tier": "pro",
+        "locale": "he",
+        "timezone": "Asia/Jerusalem",
     }
     assert out["caller"] == {
-        "userId": studio.coach.user_id, "membershipId": studio.coach.membership_id,
-        "name": studio.coach.full_name, "email": studio.coach.email, "role": "coach",
+        "userId": studio.coach.user_id,
+        "membershipId": studio.coach.membership_id,
+        "name": studio.coach.full_name,
+        "email": studio.coach.email,
+        "role": "coach",
     }
     assert out["locale"] == "ru"
     # 22:30 UTC on Sunday is already Monday 00:30 in Jerusalem (UTC+2 in March).
@@ -39,7 +51,9 @@ async def test_get_current_context_in_the_org_timezone(pool: asyncpg.Pool, studi
     assert out["weekday"] == "Monday"
 
 
-async def test_programs_list_is_org_scoped_and_skips_deleted(pool: asyncpg.Pool, runner: ToolRunner, studio: Studio, other_studio: Studio) -> None:
+async def test_programs_list_is_org_scoped_and_skips_deleted(
+    pool: asyncpg.Pool, runner: ToolRunner, studio: Studio, other_studio: Studio
+) -> None:
     await pool.execute(
         """INSERT INTO programs (organization_id, name, is_active, deleted_at) VALUES
            ($1, 'Archived Yoga', false, NULL), ($1, 'Deleted Spin', true, now())""",
@@ -50,8 +64,13 @@ async def test_programs_list_is_org_scoped_and_skips_deleted(pool: asyncpg.Pool,
     active = await run(runner, conv, "programs_list")
     assert [p["name"] for p in active.output["programs"]] == ["CrossFit", "Olympic Lifting"]
     first = active.output["programs"][0]
-    assert first == {"id": studio.programs["CrossFit"], "name": "CrossFit", "kind": "group",
-                     "description": "CrossFit classes", "isActive": True}
+    assert first == {
+        "id": studio.programs["CrossFit"],
+        "name": "CrossFit",
+        "kind": "group",
+        "description": "CrossFit classes",
+        "isActive": True,
+    }
 
     everything = await run(runner, conv, "programs_list", {"includeInactive": True})
     assert [p["name"] for p in everything.output["programs"]] == ["Archived Yoga", "CrossFit", "Olympic Lifting"]
@@ -59,7 +78,9 @@ async def test_programs_list_is_org_scoped_and_skips_deleted(pool: asyncpg.Pool,
     assert not other_ids & {p["id"] for p in everything.output["programs"]}
 
 
-async def test_members_search_finds_both_saars_and_nobody_from_another_org(pool: asyncpg.Pool, runner: ToolRunner, studio: Studio, other_studio: Studio) -> None:
+async def test_members_search_finds_both_saars_and_nobody_from_another_org(
+    pool: asyncpg.Pool, runner: ToolRunner, studio: Studio, other_studio: Studio
+) -> None:
     conv = await new_conversation(pool, studio)
     ours = {p.membership_id for p in studio.people.values()}
     theirs = {p.membership_id for p in other_studio.people.values()}
@@ -71,9 +92,13 @@ async def test_members_search_finds_both_saars_and_nobody_from_another_org(pool:
     assert outcome.output["total"] == 2
     assert {m["membershipId"] for m in found} <= ours
     assert found[0] == {
-        "membershipId": studio.people["Saar Cohen"].membership_id, "name": "Saar Cohen",
-        "email": studio.people["Saar Cohen"].email, "role": "member", "status": "active",
-        "plan": "Unlimited", "paymentStatus": "paid",
+        "membershipId": studio.people["Saar Cohen"].membership_id,
+        "name": "Saar Cohen",
+        "email": studio.people["Saar Cohen"].email,
+        "role": "member",
+        "status": "active",
+        "plan": "Unlimited",
+        "paymentStatus": "paid",
     }
 
     everyone = await run(runner, conv, "members_search", {"query": "*", "limit": 25})
@@ -81,7 +106,9 @@ async def test_members_search_finds_both_saars_and_nobody_from_another_org(pool:
     assert not {m["membershipId"] for m in everyone.output["members"]} & theirs
 
 
-async def test_members_search_tokens_filters_limit_and_escaping(pool: asyncpg.Pool, runner: ToolRunner, studio: Studio) -> None:
+async def test_members_search_tokens_filters_limit_and_escaping(
+    pool: asyncpg.Pool, runner: ToolRunner, studio: Studio
+) -> None:
     conv = await new_conversation(pool, studio)
 
     async def names(**input) -> list[str]:
@@ -101,7 +128,9 @@ async def test_members_search_tokens_filters_limit_and_escaping(pool: asyncpg.Po
     assert len(limited.output["members"]) == 1 and limited.output["total"] == 2
 
 
-async def test_members_get_detail_and_not_found_across_orgs(pool: asyncpg.Pool, runner: ToolRunner, studio: Studio, other_studio: Studio) -> None:
+async def test_members_get_detail_and_not_found_across_orgs(
+    pool: asyncpg.Pool, runner: ToolRunner, studio: Studio, other_studio: Studio
+) -> None:
     conv = await new_conversation(pool, studio)
     saar = studio.people["Saar Cohen"]
 
@@ -109,7 +138,12 @@ async def test_members_get_detail_and_not_found_across_orgs(pool: asyncpg.Pool, 
     assert outcome.status == "succeeded", outcome.error
     detail = outcome.output
     assert detail["membershipId"] == saar.membership_id and detail["userId"] == saar.user_id
-    assert (detail["name"], detail["phone"], detail["plan"], detail["paymentStatus"]) == ("Saar Cohen", "+972-50-1111111", "Unlimited", "paid")
+    assert (detail["name"], detail["phone"], detail["plan"], detail["paymentStatus"]) == (
+        "Saar Cohen",
+        "+972-50-1111111",
+        "Unlimited",
+        "paid",
+    )
     assert detail["daysSinceLastVisit"] == 3
     assert detail["joinedAt"] == (await pool.fetchval("SELECT current_date")).isoformat()
     assert datetime.fromisoformat(detail["lastVisitAt"]).tzinfo is not None

@@ -78,11 +78,23 @@ def test_get_finds_by_router_and_action() -> None:
     ("decls", "problem"),
     [
         ([decl("a", "x"), decl("a", "x")], "a__x: declared twice"),
-        ([decl(inverse=Inverse("things", "delete", lambda out: {"id": out["id"]}), side_effects="write", audit=Audit("thing", "thing.created"))], "inverse things__delete is not registered"),
+        (
+            [
+                decl(
+                    inverse=Inverse("things", "delete", lambda out: {"id": out["id"]}),
+                    side_effects="write",
+                    audit=Audit("thing", "thing.created"),
+                )
+            ],
+            "inverse things__delete is not registered",
+        ),
         ([decl(roles=frozenset({"owner", "janitor"}))], "unknown roles ['janitor']"),
         ([decl(roles=frozenset())], "no role may use it"),
         ([decl(side_effects="write")], "write tool without audit"),
-        ([decl(kind="user_picker", side_effects="write", audit=Audit("thing", "thing.picked"))], "user_picker tool with side effects"),
+        (
+            [decl(kind="user_picker", side_effects="write", audit=Audit("thing", "thing.picked"))],
+            "user_picker tool with side effects",
+        ),
         ([decl(router="my.router")], "no dots"),
     ],
 )
@@ -92,8 +104,12 @@ def test_check_rejects_inconsistent_declarations(decls: list[ToolDecl], problem:
 
 
 def test_check_accepts_a_resolvable_inverse() -> None:
-    create = decl(action="create", side_effects="write", audit=Audit("thing", "thing.created"),
-                  inverse=Inverse("things", "delete", lambda out: {"id": out["id"]}))
+    create = decl(
+        action="create",
+        side_effects="write",
+        audit=Audit("thing", "thing.created"),
+        inverse=Inverse("things", "delete", lambda out: {"id": out["id"]}),
+    )
     delete = decl(action="delete", side_effects="write", audit=Audit("thing", "thing.deleted"), confirm="destructive")
     Registry([create, delete]).check()
     assert create.inverse.build_input({"id": "p1", "name": "x"}) == {"id": "p1"}

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import uuid
+from collections.abc import Callable
 
 import asyncpg
 import pytest
 
 from spotter_shared.errors import ErrorCode, SpotterError
 from spotter_tool_runner.runner import ToolRunner
+
 from tests.factories import Studio
 
 from .helpers import Conversation, actor_of, execution_rows, new_conversation
@@ -64,11 +67,18 @@ async def test_a_repeat_returns_the_stored_outcome_without_running_again(pool, t
     [audit] = await audit_rows(pool, cmd.tool_use_id)
     assert row["audit_log_id"] == audit["id"]
     assert (audit["actor_clerk_id"], audit["action"], audit["resource"], audit["resource_id"]) == (
-        studio.coach.user_id, "program.created", "program", first.output["id"],
+        studio.coach.user_id,
+        "program.created",
+        "program",
+        first.output["id"],
     )
     assert str(audit["organization_id"]) == studio.org.id
     assert audit["metadata"] == {
-        "agent": True, "conversationId": conv.id, "toolUseId": cmd.tool_use_id, "router": "test", "action": "create_note",
+        "agent": True,
+        "conversationId": conv.id,
+        "toolUseId": cmd.tool_use_id,
+        "router": "test",
+        "action": "create_note",
     }
 
 
@@ -78,13 +88,17 @@ async def test_concurrent_duplicates_run_the_handler_once(pool, test_runner, con
     p = probe(cmd.tool_use_id, gated=True)
 
     first = asyncio.create_task(test_runner.execute(cmd))
-    await asyncio.wait_for(p.entered.wait(), 5)  # the first holds the row lock inside the handler
+    await asyncio.wait_for(p.entered.wait(), 5)  # the first now holds the row lock inside the handler
     second = asyncio.create_task(test_runner.execute(cmd))
-    await wait_for_lock_waiter(pool)  # the twin is now blocked on SELECT … FOR UPDATE
-    p.release.set()
-    a, b = await asyncio.wait_for(asyncio.gather(first, second), 10)
+    try:
+        # Until the twin blocks on SELECT … FOR UPDATE — or, if it wrongly got past, enters the handler.
+        await wait_until(pool, lambda: p.calls > 1)
+    finally:
+        p.release.set()
+        results = await asyncio.wait_for(asyncio.gather(first, second, return_exceptions=True), 10)
 
     assert p.calls == 1
+    a, b = results
     assert (a.replayed, b.replayed) == (False, True)
     assert a.output == b.output
     assert await programs_named(pool, name) == 1
@@ -93,17 +107,17 @@ async def test_concurrent_duplicates_run_the_handler_once(pool, test_runner, con
     assert row["audit_log_id"] == audit["id"]
 
 
-async def wait_for_lock_waiter(pool: asyncpg.Pool) -> None:
-    """Wait (on the database's own state, not a timer) until some backend of our database waits on a lock."""
-    async def blocked() -> bool:
-        return await pool.fetchval(
-            """SELECT count(*) > 0 FROM pg_stat_activity
-                WHERE datname = current_database() AND wait_event_type = 'Lock'"""
-        )
+async def wait_until(pool: asyncpg.Pool, give_up: Callable[[], bool]) -> None:
+    """Wait on the database's own state, not a timer: until a backend of our database waits on a
+    lock, or `give_up()` says that can no longer happen."""
 
     async def poll() -> None:
-        while not await blocked():
-            pass
+        while not give_up():
+            if await pool.fetchval(
+                """SELECT count(*) > 0 FROM pg_stat_activity
+                    WHERE datname = current_database() AND wait_event_type = 'Lock'"""
+            ):
+                return
 
     await asyncio.wait_for(poll(), 5)
 
@@ -147,11 +161,19 @@ async def test_an_unexpected_exception_becomes_a_typed_failure(pool, test_runner
 async def test_a_tool_failure_keeps_its_code_and_hint_across_replays(pool, test_runner, conv) -> None:
     cmd = conv.command("test", "refuse", {"name": "Murph"})
     outcome = await test_runner.execute(cmd)
-    assert outcome.error.model_dump() == {"code": "conflict", "message": "Murph already exists.", "hint": "Pick another name."}
+    assert outcome.error.model_dump() == {
+        "code": "conflict",
+        "message": "Murph already exists.",
+        "hint": "Pick another name.",
+    }
     again = await test_runner.execute(cmd)
     assert again.replayed and again.error == outcome.error
     [row] = await execution_rows(pool, conv.id, cmd.tool_use_id)
-    assert (row["status_text"], row["error_code"], row["error_message"]) == ("failed", "conflict", "Murph already exists.")
+    assert (row["status_text"], row["error_code"], row["error_message"]) == (
+        "failed",
+        "conflict",
+        "Murph already exists.",
+    )
 
 
 @pytest.mark.parametrize(
@@ -166,7 +188,9 @@ async def test_rbac_is_enforced_again_in_the_runner(pool, test_runner, studio, p
     who = getattr(studio, person)
     conv = await new_conversation(pool, studio, who)
     router = "read" if action == "get_current_context" else "test"
-    cmd = conv.command(router, action, {} if router == "read" else {"name": "x"}, actor=actor_of(studio, who, role=claimed_role))
+    cmd = conv.command(
+        router, action, {} if router == "read" else {"name": "x"}, actor=actor_of(studio, who, role=claimed_role)
+    )
     p = probe(cmd.tool_use_id)
 
     outcome = await test_runner.execute(cmd)
@@ -191,15 +215,35 @@ async def test_an_actor_of_another_org_cannot_use_the_conversation(pool, test_ru
     assert await execution_rows(pool, conv.id, cmd.tool_use_id) == []
 
 
-async def test_malformed_ids_are_a_request_error(test_runner, conv) -> None:
-    cmd = conv.command("read", "get_current_context").model_copy(update={"conversation_id": "not-a-uuid"})
+@pytest.mark.parametrize(
+    ("field", "value", "named"),
+    [
+        ("conversation_id", "not-a-uuid", "conversationId"),
+        ("message_id", "42", "messageId"),
+        ("tool_use_id", "t" * 65, "toolUseId"),
+    ],
+)
+async def test_malformed_keys_are_a_request_error(pool, test_runner, conv, field, value, named) -> None:
+    cmd = conv.command("read", "get_current_context").model_copy(update={field: value})
     with pytest.raises(SpotterError) as info:
         await test_runner.execute(cmd)
-    assert info.value.code == ErrorCode.INVALID_REQUEST and "conversationId" in info.value.message
+    assert info.value.code == ErrorCode.INVALID_REQUEST and named in info.value.message
+    assert await pool.fetchval("SELECT count(*) FROM ai_tool_executions WHERE conversation_id = $1", conv.id) == 0
+
+
+async def test_each_execution_emits_the_observability_event_without_user_text(test_runner, conv, caplog) -> None:
+    caplog.set_level(logging.INFO, logger="spotter_tool_runner.runner")
+    await test_runner.execute(conv.command("test", "refuse", {"name": "Fran"}))
+    [line] = [r.getMessage() for r in caplog.records if r.getMessage().startswith("agent.tool.executed ")]
+    assert "router=test action=refuse durationMs=" in line
+    assert "outcome=failed errorCode=conflict replayed=False" in line
+    assert "Fran" not in line
 
 
 async def test_invalid_input_is_a_typed_failure_naming_fields_by_alias(pool, test_runner, conv) -> None:
-    outcome = await test_runner.execute(conv.command("read", "members_search", {"query": "", "paymentStatus": "maybe", "limt": 3}))
+    outcome = await test_runner.execute(
+        conv.command("read", "members_search", {"query": "", "paymentStatus": "maybe", "limt": 3})
+    )
     assert outcome.status == "failed" and outcome.error.code == "invalid_input"
     message = outcome.error.message
     assert message.startswith("Invalid input for read__members_search:")
@@ -234,7 +278,10 @@ async def test_a_pending_confirmation_runs_on_approval(pool, test_runner, conv, 
     await pool.execute(
         """INSERT INTO ai_tool_executions (conversation_id, message_id, tool_use_id, router, action, input, status)
            VALUES ($1, $2, $3, 'test', 'delete_note', $4, 'pending')""",
-        conv.id, conv.message_id, cmd.tool_use_id, cmd.input,
+        conv.id,
+        conv.message_id,
+        cmd.tool_use_id,
+        cmd.input,
     )
     outcome = await test_runner.execute(cmd)
     assert (outcome.status, outcome.replayed) == ("succeeded", False)
@@ -248,8 +295,12 @@ async def test_a_rejected_call_replays_its_rejection(pool, test_runner, conv) ->
     await pool.execute(
         """INSERT INTO ai_tool_executions (conversation_id, message_id, tool_use_id, router, action, input, status,
                                           error_code, error_message)
-           VALUES ($1, $2, $3, 'test', 'delete_note', $4, 'rejected_by_user', 'rejected_by_user', 'The user rejected it.')""",
-        conv.id, conv.message_id, cmd.tool_use_id, cmd.input,
+           VALUES ($1, $2, $3, 'test', 'delete_note', $4, 'rejected_by_user',
+                   'rejected_by_user', 'The user rejected it.')""",
+        conv.id,
+        conv.message_id,
+        cmd.tool_use_id,
+        cmd.input,
     )
     p = probe(cmd.tool_use_id)
     outcome = await test_runner.execute(cmd)
@@ -258,9 +309,13 @@ async def test_a_rejected_call_replays_its_rejection(pool, test_runner, conv) ->
 
 async def test_the_declared_inverse_undoes_a_write_and_both_are_audited(pool, test_runner, registry, conv) -> None:
     original = await test_runner.execute(conv.command("test", "create_note", {"name": unique()}))
-    [row] = await pool.fetch("SELECT router, action, output FROM ai_tool_executions WHERE resource_id = $1", original.output["id"])
+    [row] = await pool.fetch(
+        "SELECT router, action, output FROM ai_tool_executions WHERE resource_id = $1", original.output["id"]
+    )
     inverse = registry.get(row["router"], row["action"]).inverse
     undo = await test_runner.execute(conv.command(inverse.router, inverse.action, inverse.build_input(row["output"])))
     assert undo.status == "succeeded" and not undo.inverse_available
-    actions = await pool.fetch("SELECT action FROM audit_logs WHERE resource_id = $1 ORDER BY created_at", original.output["id"])
+    actions = await pool.fetch(
+        "SELECT action FROM audit_logs WHERE resource_id = $1 ORDER BY created_at", original.output["id"]
+    )
     assert [a["action"] for a in actions] == ["program.created", "program.deleted"]

@@ -24,6 +24,7 @@ from spotter_shared.turnlock import TurnLock
 
 from . import agent, errors
 from .deps import CurrentCaller, Pool
+from .middleware import RequestGuard
 from .settings import GatewaySettings
 
 log = logging.getLogger(__name__)
@@ -55,16 +56,7 @@ def create_app(settings: GatewaySettings) -> FastAPI:
     app = FastAPI(title="Spotter gateway", version="0.1.0", lifespan=lifespan)
     errors.install(app)
 
-    @app.middleware("http")
-    async def guard(request: Request, call_next: Any) -> Response:
-        request.state.trace_id = request.headers.get("x-trace-id") or str(uuid.uuid4())
-        length = request.headers.get("content-length")
-        if length and length.isdigit() and int(length) > settings.spotter_max_body_bytes:
-            return errors.error_response(request, 413, ErrorCode.INVALID_REQUEST, "Request body too large.")
-        response = await call_next(request)
-        requests_total.labels(request.method, str(response.status_code)).inc()
-        response.headers["x-trace-id"] = request.state.trace_id
-        return response
+    app.add_middleware(RequestGuard, max_body_bytes=settings.spotter_max_body_bytes, requests_total=requests_total)
 
     @app.get("/healthz")
     async def healthz() -> dict[str, str]:

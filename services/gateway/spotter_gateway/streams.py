@@ -76,6 +76,9 @@ class EventFeed:
         log is exhausted, or until idle for idle_timeout_s."""
         cursor = after
         idle = 0.0
+        # Whether the run state must be looked up when the log has nothing new: at the start and
+        # after a quiet poll interval, not after every wake-up (that would be a query per event).
+        check_running = True
         try:
             while True:
                 self._wake.clear()
@@ -85,10 +88,7 @@ class EventFeed:
                     yield event
                     if stop(event):
                         return
-                if batch:
-                    idle = 0.0
-                    continue
-                if not await still_running():
+                if not batch and check_running and not await still_running():
                     # Re-read once: the last events may have landed between the read and the check.
                     for event in await self.read_after(cursor):
                         cursor = event.seq
@@ -98,8 +98,9 @@ class EventFeed:
                     return
                 try:
                     await asyncio.wait_for(self._wake.wait(), timeout=POLL_S)
-                    idle = 0.0
+                    idle, check_running = 0.0, False
                 except TimeoutError:
+                    check_running = True
                     idle += POLL_S
                     if idle >= idle_timeout_s:
                         raise StreamIdle()

@@ -8,7 +8,7 @@ from types import ModuleType
 
 from spotter_shared.contracts.tools import ToolSpec
 
-from .declaration import KNOWN_ROLES, ToolDecl
+from .declaration import KNOWN_ROLES, ToolDecl, wire_name
 
 
 class RegistryError(ValueError):
@@ -19,11 +19,14 @@ class Registry:
     def __init__(self, decls: list[ToolDecl] | None = None) -> None:
         # Insertion order is the catalog order: a stable tools array keeps the prompt cache warm.
         self._decls: list[ToolDecl] = []
+        self._by_name: dict[str, ToolDecl] = {}
         for decl in decls or []:
             self.register(decl)
 
     def register(self, decl: ToolDecl) -> ToolDecl:
+        # Duplicates are kept so that check() can report them; lookups see the first.
         self._decls.append(decl)
+        self._by_name.setdefault(decl.name, decl)
         return decl
 
     def register_module(self, module: ModuleType) -> None:
@@ -33,7 +36,7 @@ class Registry:
                 self.register(value)
 
     def get(self, router: str, action: str) -> ToolDecl | None:
-        return next((d for d in self._decls if d.router == router and d.action == action), None)
+        return self._by_name.get(wire_name(router, action))
 
     def __iter__(self):
         return iter(self._decls)

@@ -59,7 +59,7 @@ _LOCK = """
 SELECT e.id, e.status::text AS status, e.router, e.action, e.output, e.error_code, e.error_message, e.duration_ms
   FROM ai_tool_executions e JOIN ai_conversations c ON c.id = e.conversation_id
  WHERE e.conversation_id = $1 AND e.tool_use_id = $2 AND c.organization_id = $3
-   
+   FOR UPDATE OF e
 """
 
 _MEMBERSHIP = """
@@ -100,19 +100,13 @@ class ToolRunner:
         self._clock = clock
 
     async def execute(self, cmd: ExecuteTool) -> ToolOutcome:
-        _require_uuids(cmd)
-        with tracer.start_as_current_span("tool-runner.execute", attributes={"router": cmd.router, "action": cmd.action}):
+        _check_keys(cmd)
+        with tracer.start_as_current_span(
+            "tool-runner.execute", attributes={"router": cmd.router, "action": cmd.action}
+        ):
             async with self._pool.acquire() as conn:
                 await self._claim(conn, cmd)
-                async with conn.transaction():
-                    row = await conn.fetchrow(_LOCK, cmd.conversation_id, cmd.tool_use_id, cmd.actor.organization_id)
-                    if row is None:
-                        raise SpotterError(ErrorCode.NOT_FOUND, "conversation or message not found in this organization")
-                    if row["status"] in TERMINAL:
-                        # Already resolved (duplicate, redelivery, or a concurrent twin that held the lock).
-                        outcome = self._replay(cmd, row)
-                    else:
-                        outcome = await self._run(conn, cmd, row["id"])
+                outcome = await self._resolve(conn, cmd)
             event(
                 log,
                 "agent.tool.executed",
@@ -123,7 +117,18 @@ class ToolRunner:
                 errorCode=outcome.error.code if outcome.error else None,
                 replayed=outcome.replayed,
             )
-            return outcome
+        return outcome
+
+    async def _resolve(self, conn: asyncpg.Connection, cmd: ExecuteTool) -> ToolOutcome:
+        async with conn.transaction():
+            # The row lock serialises duplicates: a twin waits here until this transaction commits.
+            row = await conn.fetchrow(_LOCK, cmd.conversation_id, cmd.tool_use_id, cmd.actor.organization_id)
+            if row is None:
+                raise SpotterError(ErrorCode.NOT_FOUND, "conversation or message not found in this organization")
+            if row["status"] in TERMINAL:
+                # Already resolved: a duplicate, a redelivery, or the twin that held the lock.
+                return self._replay(cmd, row)
+            return await self._run(conn, cmd, row["id"])
 
     async def _claim(self, conn: asyncpg.Connection, cmd: ExecuteTool) -> None:
         # Committed on its own, before anything runs: the record exists even if this process dies.
@@ -224,13 +229,17 @@ class ToolRunner:
         )
 
     async def _fail(
-        self, conn: asyncpg.Connection, cmd: ExecuteTool, execution_id: uuid.UUID, failure: ToolFailure, *, duration_ms: int
+        self,
+        conn: asyncpg.Connection,
+        cmd: ExecuteTool,
+        execution_id: uuid.UUID,
+        failure: ToolFailure,
+        *,
+        duration_ms: int,
     ) -> ToolOutcome:
         error = ToolError(code=failure.code, message=failure.message, hint=failure.hint)
         # The whole error (hint included) is kept as the output, as tool_completed shows it.
-        await conn.execute(
-            _FAILED, execution_id, error.model_dump(mode="json"), error.code, error.message, duration_ms
-        )
+        await conn.execute(_FAILED, execution_id, error.model_dump(mode="json"), error.code, error.message, duration_ms)
         return ToolOutcome(
             tool_use_id=cmd.tool_use_id, status="failed", error=error, duration_ms=duration_ms, inverse_available=False
         )
@@ -257,7 +266,10 @@ class ToolRunner:
         )
 
 
-def _require_uuids(cmd: ExecuteTool) -> None:
+def _check_keys(cmd: ExecuteTool) -> None:
+    """Malformed keys are the caller's bug, answered as invalid_request rather than as a tool result."""
+    if not 0 < len(cmd.tool_use_id) <= 64:
+        raise SpotterError(ErrorCode.INVALID_REQUEST, "toolUseId must have 1 to 64 characters")
     fields = {
         "conversationId": cmd.conversation_id,
         "messageId": cmd.message_id,

@@ -70,7 +70,9 @@ async def get_current_context(ctx: ToolContext, args: GetCurrentContextInput) ->
         raise ToolFailure("not_found", "The caller's membership was not found in this organization.")
     local_now = ctx.now.astimezone(org.tz)
     return CurrentContext(
-        organization=OrganizationInfo(id=org.id, name=org.name, tier=org.tier, locale=org.locale, timezone=org.timezone),
+        organization=OrganizationInfo(
+            id=org.id, name=org.name, tier=org.tier, locale=org.locale, timezone=org.timezone
+        ),
         caller=CallerInfo(
             user_id=str(caller["user_id"]),
             membership_id=str(caller["membership_id"]),
@@ -121,7 +123,9 @@ async def programs_list(ctx: ToolContext, args: ProgramsListInput) -> ProgramsLi
     )
     return ProgramsList(
         programs=[
-            ProgramItem(id=str(r["id"]), name=r["name"], kind=r["kind"], description=r["description"], is_active=r["is_active"])
+            ProgramItem(
+                id=str(r["id"]), name=r["name"], kind=r["kind"], description=r["description"], is_active=r["is_active"]
+            )
             for r in rows
         ]
     )

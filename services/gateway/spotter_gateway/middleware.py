@@ -1,0 +1,42 @@
+"""Trace id, body-size guard and request metrics as a plain ASGI middleware: unlike
+BaseHTTPMiddleware it does not copy every SSE chunk through an extra memory stream."""
+
+from __future__ import annotations
+
+import uuid
+from prometheus_client import Counter
+from starlette.requests import Request
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from spotter_shared.errors import ErrorCode
+
+from . import errors
+
+
+class RequestGuard:
+    def __init__(self, app: ASGIApp, *, max_body_bytes: int, requests_total: Counter) -> None:
+        self.app = app
+        self.max_body_bytes = max_body_bytes
+        self.requests_total = requests_total
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
+        trace = headers.get("x-trace-id") or str(uuid.uuid4())
+        scope.setdefault("state", {})["trace_id"] = trace
+        length = headers.get("content-length", "")
+        if length.isdigit() and int(length) > self.max_body_bytes:
+            response = errors.error_response(Request(scope), 413, ErrorCode.INVALID_REQUEST, "Request body too large.")
+            await response(scope, receive, send)
+            self.requests_total.labels(scope["method"], "413").inc()
+            return
+
+        async def send_with_trace(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                message["headers"] = [*message.get("headers", []), (b"x-trace-id", trace.encode())]
+                self.requests_total.labels(scope["method"], str(message["status"])).inc()
+            await send(message)
+
+        await self.app(scope, receive, send_with_trace)
