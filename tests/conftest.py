@@ -7,6 +7,7 @@ tests never see another run's rows; tests use unique orgs/conversations, never s
 
 from __future__ import annotations
 
+import contextlib
 import os
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -19,12 +20,55 @@ from spotter_cli.devstack import DevStack, StackUrls, create_database, drop_data
 from spotter_shared.db import create_pool, migrate
 
 
+def docker_engine_available() -> bool:
+    """True on a developer laptop with a Docker engine; False here (the client exists, no daemon)."""
+    if os.environ.get("SPOTTER_TESTS_NO_DOCKER"):
+        return False
+    try:
+        import docker
+
+        docker.from_env(timeout=2).ping()
+    except Exception:  # noqa: BLE001 — any failure means: no engine to use
+        return False
+    return True
+
+
+@contextlib.contextmanager
+def containers() -> Iterator[StackUrls]:
+    """NATS (JetStream), Postgres with pgvector and Redis as throw-away containers."""
+    from testcontainers.community.nats import NatsContainer
+    from testcontainers.postgres import PostgresContainer
+    from testcontainers.redis import RedisContainer
+
+    with (
+        NatsContainer("nats:2.12-alpine", jetstream=True) as nats,
+        PostgresContainer("pgvector/pgvector:pg17", username="spotter", password="spotter", dbname="spotter") as pg,
+        RedisContainer("redis:7-alpine") as redis,
+    ):
+        host, port = redis.get_container_host_ip(), redis.get_exposed_port(6379)
+        yield StackUrls(
+            nats_url=nats.nats_uri(),
+            database_url=pg.get_connection_url(driver=None),
+            redis_url=f"redis://{host}:{port}/0",
+        )
+
+
 @pytest.fixture(scope="session")
 def stack() -> Iterator[StackUrls]:
+    configured = {k: os.environ.get(k) for k in ("NATS_URL", "DATABASE_URL", "REDIS_URL")}
+    if not all(configured.values()) and docker_engine_available():
+        with containers() as urls:
+            yield StackUrls(
+                nats_url=configured["NATS_URL"] or urls.nats_url,
+                database_url=configured["DATABASE_URL"] or urls.database_url,
+                redis_url=configured["REDIS_URL"] or urls.redis_url,
+            )
+        return
+    # No engine (this machine, CI): the project's own devstack starts what is missing.
     dev = DevStack(
-        nats_url=os.environ.get("NATS_URL"),
-        database_url=os.environ.get("DATABASE_URL"),
-        redis_url=os.environ.get("REDIS_URL"),
+        nats_url=configured["NATS_URL"],
+        database_url=configured["DATABASE_URL"],
+        redis_url=configured["REDIS_URL"],
         ephemeral=True,
     )
     urls = dev.start()
