@@ -2,12 +2,16 @@
 studio that proves the agent never crosses organizations.
 
 Everything here is fixed data — no randomness — and every write is an upsert on its natural key
-(org slug, user email, (org, user), (org, program name)), so seeding twice changes nothing.
+(org slug, user email, (org, user), (org, program name), (org, workout title), (org, task title),
+(program, member)), so seeding twice changes nothing. Workout and task dates are relative to the
+day of the first seeding; a re-run leaves existing rows as they are.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import date, timedelta
+from decimal import Decimal
 
 import asyncpg
 
@@ -101,6 +105,103 @@ DEMO_PROGRAMS = [
     ("Home Workouts", "feed", "A daily feed of 30-minute workouts for members training away from the box."),
 ]
 
+
+
+@dataclass(frozen=True)
+class MovementSpec:
+    name: str
+    reps: int | None = None
+    distance_m: int | None = None
+    load_kg: str | None = None  # numeric, as text so it is exact
+    duration_s: int | None = None
+    notes: str | None = None
+
+
+@dataclass(frozen=True)
+class SectionSpec:
+    name: str
+    format: str | None
+    movements: tuple[MovementSpec, ...]
+    notes: str | None = None
+
+
+@dataclass(frozen=True)
+class WorkoutSpec:
+    title: str
+    program: str | None
+    # Days from the first seeding's next Monday, so "Monday WOD" lands on a Monday.
+    days_from_monday: int | None
+    description: str | None = None
+    sections: tuple[SectionSpec, ...] = field(default_factory=tuple)
+
+
+M = MovementSpec
+DEMO_WORKOUTS = [
+    WorkoutSpec(
+        "Monday WOD", "CrossFit", 0,
+        description="Strength, then a short, fast metcon.",
+        sections=(
+            SectionSpec("Strength", "5x5", (M("Back squat", reps=5, load_kg="80", notes="Build to a heavy 5"),)),
+            SectionSpec("Metcon", "3 rounds", (M("Run", distance_m=200), M("Double-under", reps=30))),
+        ),
+    ),
+    WorkoutSpec(
+        "Fran", "CrossFit", 2,
+        sections=(
+            SectionSpec("Fran", "21-15-9 for time", (M("Thruster", load_kg="43"), M("Pull-up")),
+                        notes="Reps 21, 15 and 9 of each movement."),
+        ),
+    ),
+    WorkoutSpec(
+        "Murph", "CrossFit", 4,
+        description="Partition the pull-ups, push-ups and squats as needed. Vest optional.",
+        sections=(
+            SectionSpec("Murph", "For time", (
+                M("Run", distance_m=1600), M("Pull-up", reps=100), M("Push-up", reps=200),
+                M("Air squat", reps=300), M("Run", distance_m=1600),
+            )),
+        ),
+    ),
+    WorkoutSpec(
+        "Snatch complex", "Olympic Weightlifting", 1,
+        sections=(
+            SectionSpec("Warm-up", "2 rounds", (M("PVC pass-through", reps=10), M("Overhead squat", reps=5))),
+            SectionSpec("Complex", "EMOM 10", (M("Snatch pull", reps=1), M("Hang snatch", reps=1), M("Snatch", reps=1)),
+                        notes="Start at 60% of your best snatch."),
+        ),
+    ),
+    WorkoutSpec(
+        "AMRAP 12", "Home Workouts", 3,
+        sections=(
+            SectionSpec(
+                "AMRAP", "AMRAP 12", (M("Burpee", reps=10), M("Walking lunge", reps=20), M("Plank", duration_s=60))
+            ),
+        ),
+    ),
+    WorkoutSpec(
+        "Recovery flow", "Mobility & Recovery", 5,
+        description="20 minutes: couch stretch, pigeon pose, thoracic rotations, box breathing to finish.",
+    ),
+]
+
+# (title, assignee email or None, status, due in days from the first seeding or None, description)
+DEMO_TASKS = [
+    ("Call Eitan Weiss about his overdue payment", "admin@demo.gym", "open", 1,
+     "Two months overdue; offer a payment plan."),
+    ("Order new jump ropes", "coach@demo.gym", "open", 7, "Ten speed ropes for the double-under sessions."),
+    ("Plan the summer throwdown", None, "open", 30, None),
+    ("Welcome call for Anna Kowalski", "coach@demo.gym", "open", -2, "She signed up but has not booked a class yet."),
+    ("Fix the rower monitor", "coach@demo.gym", "done", -5, None),
+    ("Renew the gym insurance", "owner@demo.gym", "done", -10, None),
+]
+
+# (program name, member emails)
+DEMO_ENROLLMENTS = [
+    ("Personal Coaching",
+     ("yonatan.katz@demo.gym", "amit.segal@demo.gym", "lucas.silva@demo.gym", "yossi.malka@demo.gym")),
+    ("Home Workouts", ("member@demo.gym", "saar.cohen@demo.gym", "olga.petrova@demo.gym")),
+]
+
 OTHER_OWNER = ("owner@other.gym", "Omer Shalev", "owner")
 OTHER_MEMBERS = [
     MemberSpec("Saar Mizrahi", "Unlimited", A, "paid", 300, 2, email="saar.mizrahi@other.gym"),
@@ -113,6 +214,16 @@ OTHER_PROGRAMS = [
     ("Boxing Fundamentals", "group", "Footwork, combinations and pad work for beginners."),
     ("Yoga Flow", "group", "Vinyasa classes for strength, balance and flexibility."),
 ]
+# Look-alikes of the demo gym's rows, to show the agent never mixes studios up.
+OTHER_WORKOUTS = [
+    WorkoutSpec(
+        "Monday WOD", "Boxing Fundamentals", 0,
+        sections=(
+            SectionSpec("Rounds", "6 rounds", (M("Shadow boxing", duration_s=180), M("Jump rope", duration_s=60))),
+        ),
+    ),
+]
+OTHER_TASKS = [("Order new jump ropes", "owner@other.gym", "open", 3, None)]
 
 
 @dataclass(frozen=True)
@@ -122,6 +233,9 @@ class DemoSummary:
     demo_staff: int
     demo_members: int
     demo_programs: int
+    demo_workouts: int
+    demo_tasks: int
+    demo_enrollments: int
     other_members: int
     other_programs: int
     logins: tuple[str, ...]
@@ -149,14 +263,95 @@ async def _members(conn: asyncpg.Connection, org_id: str, specs: list[MemberSpec
         )
 
 
-async def _count(conn: asyncpg.Connection, org_id: str) -> tuple[int, int, int]:
+async def _membership(conn: asyncpg.Connection, org_id: str, email: str) -> str:
+    found = await conn.fetchval(
+        """SELECT m.id FROM memberships m JOIN users u ON u.id = m.user_id
+           WHERE m.organization_id = $1 AND lower(u.email) = lower($2)""",
+        org_id, email,
+    )
+    if found is None:
+        raise LookupError(f"seed data names {email}, who is not in the organization")
+    return str(found)
+
+
+async def _workouts(
+    conn: asyncpg.Connection, org_id: str, specs: list[WorkoutSpec], programs: dict[str, str], monday: date
+) -> None:
+    creator = await conn.fetchval(
+        "SELECT user_id FROM memberships WHERE organization_id = $1 AND role = 'owner' ORDER BY created_at LIMIT 1",
+        org_id,
+    )
+    for spec in specs:
+        # Insert-if-missing rather than update: a re-run must not move dates or touch updated_at.
+        exists = await conn.fetchval(
+            "SELECT 1 FROM workouts WHERE organization_id = $1 AND title = $2 AND deleted_at IS NULL",
+            org_id, spec.title,
+        )
+        if exists:
+            continue
+        workout_id = await conn.fetchval(
+            """INSERT INTO workouts (organization_id, program_id, title, description, kind, scheduled_for, created_by)
+               VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id""",
+            org_id, programs.get(spec.program) if spec.program else None, spec.title, spec.description,
+            "structured" if spec.sections else "freeform",
+            None if spec.days_from_monday is None else monday + timedelta(days=spec.days_from_monday), creator,
+        )
+        for position, section in enumerate(spec.sections, start=1):
+            section_id = await conn.fetchval(
+                """INSERT INTO workout_sections (workout_id, position, name, format, notes)
+                   VALUES ($1, $2, $3, $4, $5) RETURNING id""",
+                workout_id, position, section.name, section.format, section.notes,
+            )
+            await conn.executemany(
+                """INSERT INTO workout_movements
+                          (section_id, position, name, reps, distance_m, load_kg, duration_s, notes)
+                   VALUES ($1, $2, $3, $4, $5, $6, $7, $8)""",
+                [
+                    (section_id, i, m.name, m.reps, m.distance_m, None if m.load_kg is None else Decimal(m.load_kg),
+                     m.duration_s, m.notes)
+                    for i, m in enumerate(section.movements, start=1)
+                ],
+            )
+
+
+async def _tasks(conn: asyncpg.Connection, org_id: str, specs: list[tuple], today: date) -> None:
+    for title, assignee, status, due_in, description in specs:
+        exists = await conn.fetchval(
+            "SELECT 1 FROM tasks WHERE organization_id = $1 AND title = $2 AND deleted_at IS NULL", org_id, title
+        )
+        if exists:
+            continue
+        await conn.execute(
+            """INSERT INTO tasks (organization_id, title, description, due_date, assignee_membership_id, status,
+                                  completed_at)
+               VALUES ($1, $2, $3, $4, $5, $6::task_status, CASE WHEN $6::task_status = 'done' THEN now() END)""",
+            org_id, title, description, None if due_in is None else today + timedelta(days=due_in),
+            await _membership(conn, org_id, assignee) if assignee else None, status,
+        )
+
+
+async def _enrollments(conn: asyncpg.Connection, org_id: str, programs: dict[str, str]) -> None:
+    for program, emails in DEMO_ENROLLMENTS:
+        for email in emails:
+            await conn.execute(
+                """INSERT INTO program_enrollments (program_id, membership_id) VALUES ($1, $2)
+                   ON CONFLICT (program_id, membership_id) DO NOTHING""",
+                programs[program], await _membership(conn, org_id, email),
+            )
+
+
+async def _count(conn: asyncpg.Connection, org_id: str) -> dict[str, int]:
     row = await conn.fetchrow(
         """SELECT (SELECT count(*) FROM memberships WHERE organization_id = $1 AND role <> 'member') AS staff,
                   (SELECT count(*) FROM memberships WHERE organization_id = $1 AND role = 'member') AS members,
-                  (SELECT count(*) FROM programs WHERE organization_id = $1 AND deleted_at IS NULL) AS programs""",
+                  (SELECT count(*) FROM programs WHERE organization_id = $1 AND deleted_at IS NULL) AS programs,
+                  (SELECT count(*) FROM workouts WHERE organization_id = $1 AND deleted_at IS NULL) AS workouts,
+                  (SELECT count(*) FROM tasks WHERE organization_id = $1 AND deleted_at IS NULL) AS tasks,
+                  (SELECT count(*) FROM program_enrollments e JOIN programs p ON p.id = e.program_id
+                    WHERE p.organization_id = $1) AS enrollments""",
         org_id,
     )
-    return row["staff"], row["members"], row["programs"]
+    return dict(row)
 
 
 async def seed_demo(dsn: str) -> DemoSummary:
@@ -173,27 +368,41 @@ async def seed_demo(dsn: str) -> DemoSummary:
                 plan="Unlimited", payment_status="paid", phone=_phone(0), joined_days_ago=400, last_visit_days_ago=1,
             )
             await _members(conn, demo.id, DEMO_MEMBERS, "demo.gym", phone_base=1)
-            for name, kind, description in DEMO_PROGRAMS:
-                await upsert_program(conn, demo.id, name=name, description=description, kind=kind)
+            demo_programs = {
+                name: await upsert_program(conn, demo.id, name=name, description=description, kind=kind)
+                for name, kind, description in DEMO_PROGRAMS
+            }
+            today = date.today()
+            monday = today + timedelta(days=(7 - today.weekday()) % 7)
+            await _workouts(conn, demo.id, DEMO_WORKOUTS, demo_programs, monday)
+            await _tasks(conn, demo.id, DEMO_TASKS, today)
+            await _enrollments(conn, demo.id, demo_programs)
 
             other = await upsert_org(conn, **OTHER_ORG)
             email, name, role = OTHER_OWNER
             await upsert_person(conn, other.id, email=email, full_name=name, role=role, joined_days_ago=500, last_visit_days_ago=0)
             await _members(conn, other.id, OTHER_MEMBERS, "other.gym", phone_base=100)
-            for name, kind, description in OTHER_PROGRAMS:
-                await upsert_program(conn, other.id, name=name, description=description, kind=kind)
+            other_programs = {
+                name: await upsert_program(conn, other.id, name=name, description=description, kind=kind)
+                for name, kind, description in OTHER_PROGRAMS
+            }
+            await _workouts(conn, other.id, OTHER_WORKOUTS, other_programs, monday)
+            await _tasks(conn, other.id, OTHER_TASKS, today)
 
-            demo_staff, demo_members, demo_programs = await _count(conn, demo.id)
-            _, other_members, other_programs = await _count(conn, other.id)
+            demo_counts = await _count(conn, demo.id)
+            other_counts = await _count(conn, other.id)
     finally:
         await conn.close()
     return DemoSummary(
         demo_org_id=demo.id,
         other_org_id=other.id,
-        demo_staff=demo_staff,
-        demo_members=demo_members,
-        demo_programs=demo_programs,
-        other_members=other_members,
-        other_programs=other_programs,
+        demo_staff=demo_counts["staff"],
+        demo_members=demo_counts["members"],
+        demo_programs=demo_counts["programs"],
+        demo_workouts=demo_counts["workouts"],
+        demo_tasks=demo_counts["tasks"],
+        demo_enrollments=demo_counts["enrollments"],
+        other_members=other_counts["members"],
+        other_programs=other_counts["programs"],
         logins=tuple(e for e, _, _ in DEMO_STAFF) + (login_email, OTHER_OWNER[0]),
     )

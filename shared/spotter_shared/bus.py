@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from faststream.middlewares import ExceptionMiddleware
 from faststream.nats import JStream, NatsBroker, NatsMessage
@@ -101,16 +101,20 @@ def contract_errors(broker_ref: list[NatsBroker]) -> ExceptionMiddleware:
 async def _reject(broker: NatsBroker, message: NatsMessage, code: str, reason: str) -> Response | None:
     if message.reply_to:
         return Response(ErrorReply(code=code, message=reason).to_bytes(), headers={ERROR_HEADER: code})
-    raw = message.raw_message
+    await park(broker, message.raw_message, f"{code}: {reason}")
+    return None
+
+
+async def park(broker: NatsBroker, raw: Any, reason: str) -> None:
+    """Put a durable message on its dead-letter subject (stream SPOTTER_DLQ) with the reason."""
     letter = DeadLetter(
         subject=raw.subject,
-        reason=f"{code}: {reason}",
+        reason=reason,
         payload=raw.data.decode("utf-8", errors="replace")[:65536],
         msg_id=(raw.headers or {}).get("Nats-Msg-Id"),
     )
     log.warning("dead-lettered message on %s: %s", raw.subject, letter.reason)
     await broker.publish(letter.to_bytes(), dead_letter_subject(raw.subject), stream=DLQ_STREAM)
-    return None
 
 
 def create_broker(nats_url: str, name: str) -> NatsBroker:

@@ -26,6 +26,7 @@ class ErrorCode(StrEnum):
     FORBIDDEN = "forbidden"
     INVALID_REQUEST = "invalid_request"
     UNAUTHORIZED = "unauthorized"
+    UNDO_UNAVAILABLE = "undo_unavailable"
 
 
 HTTP_STATUS: dict[ErrorCode, int] = {
@@ -37,6 +38,7 @@ HTTP_STATUS: dict[ErrorCode, int] = {
     ErrorCode.CONVERSATION_BUSY: 409,
     ErrorCode.TOOL_ALREADY_RESOLVED: 409,
     ErrorCode.INVALID_PICK: 422,
+    ErrorCode.UNDO_UNAVAILABLE: 422,
     ErrorCode.AGENT_BUDGET_EXCEEDED: 429,
     ErrorCode.RATE_LIMITED: 429,
     ErrorCode.AGENT_DISABLED: 503,

@@ -46,3 +46,11 @@ class TurnLock:
 
     async def holder(self, conversation_id: str) -> str | None:
         return await self._redis.get(_key(conversation_id))
+
+    async def request_cancel(self, turn_id: str) -> None:
+        """Remembered for an hour, so a replica that picks the turn up later (after a crash, or
+        a command still queued in JetStream) stops it too."""
+        await self._redis.set(f"spotter:turn-cancel:{turn_id}", "1", ex=3600)
+
+    async def cancel_requested(self, turn_id: str) -> bool:
+        return bool(await self._redis.exists(f"spotter:turn-cancel:{turn_id}"))

@@ -45,6 +45,7 @@ def platform(stack: StackUrls, db_url: str, tmp_path_factory: pytest.TempPathFac
         "SPOTTER_ACK_WAIT_S": "3",
         "SPOTTER_TURN_LOCK_TTL_S": "6",
         "SPOTTER_PROVIDER_RETRIES": "0",
+        "SPOTTER_TOOL_TIMEOUT_S": "3",
     }
     logs = tmp_path_factory.mktemp("platform-logs")
     procs = start_services(env, [SIMULATOR, *SERVICES], output=False, log_dir=logs)

@@ -15,7 +15,17 @@ from spotter_cli.devstack import StackUrls, create_database, drop_database
 from spotter_cli.seed import DemoSummary, seed_demo
 from spotter_shared.db import migrate
 
-TABLES = ("organizations", "users", "memberships", "programs")
+TABLES = (
+    "organizations",
+    "users",
+    "memberships",
+    "programs",
+    "workouts",
+    "workout_sections",
+    "workout_movements",
+    "tasks",
+    "program_enrollments",
+)
 
 
 @pytest.fixture(scope="module")
@@ -132,3 +142,77 @@ async def test_other_gym_is_lite_and_separate(seeded, seed_db: str) -> None:
         uuid.UUID(summary.demo_org_id), org["id"],
     )
     assert shared == []
+
+
+async def test_demo_workouts_are_structured_and_freeform(seeded, seed_db: str) -> None:
+    summary = seeded[0]
+    workouts = await _fetch(
+        seed_db,
+        """SELECT w.title, w.kind::text, w.scheduled_for, w.description, p.name AS program
+           FROM workouts w LEFT JOIN programs p ON p.id = w.program_id
+           WHERE w.organization_id = $1 AND w.deleted_at IS NULL""",
+        uuid.UUID(summary.demo_org_id),
+    )
+    assert len(workouts) == summary.demo_workouts >= 4
+    assert {w["kind"] for w in workouts} == {"structured", "freeform"}
+    assert all(w["program"] for w in workouts)  # each is attached to one of the demo programs
+    monday = next(w for w in workouts if w["title"] == "Monday WOD")
+    assert (monday["program"], monday["scheduled_for"].weekday()) == ("CrossFit", 0)
+    assert all(w["description"] for w in workouts if w["kind"] == "freeform")
+
+    movements = await _fetch(
+        seed_db,
+        """SELECT s.position AS section, s.name AS section_name, s.format, m.position, m.name, m.reps, m.distance_m
+           FROM workouts w JOIN workout_sections s ON s.workout_id = w.id
+           JOIN workout_movements m ON m.section_id = s.id
+           WHERE w.organization_id = $1 AND w.title = 'Monday WOD'
+           ORDER BY s.position, m.position""",
+        uuid.UUID(summary.demo_org_id),
+    )
+    metcon = [(m["name"], m["reps"], m["distance_m"]) for m in movements if m["format"] == "3 rounds"]
+    assert metcon == [("Run", None, 200), ("Double-under", 30, None)]
+    empty = await _fetch(
+        seed_db,
+        """SELECT s.id FROM workout_sections s JOIN workouts w ON w.id = s.workout_id
+           WHERE w.kind = 'structured' AND NOT EXISTS (SELECT 1 FROM workout_movements m WHERE m.section_id = s.id)""",
+    )
+    assert empty == []
+
+
+async def test_demo_tasks_and_enrollments(seeded, seed_db: str) -> None:
+    summary = seeded[0]
+    tasks = await _fetch(
+        seed_db,
+        """SELECT t.title, t.status::text, t.completed_at, t.due_date, t.assignee_membership_id, m.organization_id
+           FROM tasks t LEFT JOIN memberships m ON m.id = t.assignee_membership_id
+           WHERE t.organization_id = $1""",
+        uuid.UUID(summary.demo_org_id),
+    )
+    assert len(tasks) == summary.demo_tasks >= 4
+    assert {t["status"] for t in tasks} == {"open", "done"}
+    assert all((t["status"] == "done") == (t["completed_at"] is not None) for t in tasks)
+    assert any(t["assignee_membership_id"] is None for t in tasks)
+    assert {str(t["organization_id"]) for t in tasks if t["assignee_membership_id"]} == {summary.demo_org_id}
+
+    enrollments = await _fetch(
+        seed_db,
+        """SELECT p.kind::text, p.organization_id AS program_org, m.organization_id AS member_org
+           FROM program_enrollments e JOIN programs p ON p.id = e.program_id
+           JOIN memberships m ON m.id = e.membership_id
+           WHERE p.organization_id = $1 OR m.organization_id = $1""",
+        uuid.UUID(summary.demo_org_id),
+    )
+    assert len(enrollments) == summary.demo_enrollments >= 4
+    assert {e["kind"] for e in enrollments} == {"coaching", "feed"}
+    assert all(e["program_org"] == e["member_org"] for e in enrollments)
+
+
+async def test_other_gym_has_look_alike_workouts_and_tasks(seeded, seed_db: str) -> None:
+    summary = seeded[0]
+    rows = await _fetch(
+        seed_db,
+        """SELECT (SELECT array_agg(title) FROM workouts WHERE organization_id = $1) AS workouts,
+                  (SELECT array_agg(title) FROM tasks WHERE organization_id = $1) AS tasks""",
+        uuid.UUID(summary.other_org_id),
+    )
+    assert "Monday WOD" in rows[0]["workouts"] and "Order new jump ropes" in rows[0]["tasks"]

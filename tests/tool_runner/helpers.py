@@ -9,7 +9,8 @@ from typing import Any
 import asyncpg
 
 from spotter_shared.contracts.commands import Actor
-from spotter_shared.contracts.tools import ExecuteTool
+from spotter_shared.contracts.events import ToolError
+from spotter_shared.contracts.tools import ExecuteTool, ToolOutcome
 from spotter_shared.studio import Person
 
 from tests.factories import Studio
@@ -39,6 +40,7 @@ class Conversation:
         *,
         tool_use_id: str | None = None,
         actor: Actor | None = None,
+        hold: bool = False,
     ) -> ExecuteTool:
         return ExecuteTool(
             conversation_id=self.id,
@@ -49,6 +51,7 @@ class Conversation:
             input=input or {},
             actor=actor or self.actor,
             trace_id=uuid.uuid4().hex,
+            hold=hold,
         )
 
 
@@ -81,3 +84,18 @@ async def execution_rows(pool: asyncpg.Pool, conversation_id: str, tool_use_id: 
         conversation_id,
         tool_use_id,
     )
+
+
+async def audit_rows(pool: asyncpg.Pool, tool_use_id: str) -> list[asyncpg.Record]:
+    return await pool.fetch("SELECT * FROM audit_logs WHERE metadata->>'toolUseId' = $1", tool_use_id)
+
+
+def succeeded(outcome: ToolOutcome) -> Any:
+    """The output of an outcome that must have succeeded (its error otherwise, in the assertion)."""
+    assert outcome.status == "succeeded", outcome.error
+    return outcome.output
+
+
+def failed(outcome: ToolOutcome, code: str) -> ToolError:
+    assert (outcome.status, outcome.error and outcome.error.code) == ("failed", code), outcome
+    return outcome.error

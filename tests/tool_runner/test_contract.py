@@ -1,5 +1,5 @@
-"""Contract tests of spotter.tools.catalog and spotter.tools.execute over a real NATS server,
-served by the same subscribers `create_app` builds."""
+"""Contract tests of spotter.tools.catalog, spotter.tools.execute and spotter.tools.undo over a real
+NATS server, served by the same subscribers `create_app` builds."""
 
 from __future__ import annotations
 
@@ -12,7 +12,16 @@ from faststream.nats import NatsBroker
 
 from spotter_shared.bus import request
 from spotter_shared.contracts.base import ERROR_HEADER, ErrorReply
-from spotter_shared.contracts.tools import EXECUTE_TOOL, TOOL_CATALOG, CatalogRequest, ToolCatalog, ToolOutcome
+from spotter_shared.contracts.tools import (
+    EXECUTE_TOOL,
+    TOOL_CATALOG,
+    UNDO_TOOL,
+    CatalogRequest,
+    ToolCatalog,
+    ToolOutcome,
+    UndoOutcome,
+    UndoRequest,
+)
 from spotter_shared.errors import RemoteError
 from spotter_shared.service import Holder
 from spotter_tool_runner.main import build_broker
@@ -21,7 +30,7 @@ from spotter_tool_runner.tools import REGISTRY
 
 from tests.factories import Studio
 
-from .helpers import new_conversation
+from .helpers import new_conversation, succeeded
 
 
 @pytest.fixture
@@ -67,6 +76,9 @@ async def test_catalog_wire_format_is_camel_case(broker: NatsBroker) -> None:
             b'{"conversationId": 1, "messageId": [], "toolUseId": "t", "router": "read", "action": "x",'
             b' "input": "not an object", "actor": {}, "traceId": "t"}',
         ),
+        (UNDO_TOOL.subject, b"\xff\xfe"),
+        (UNDO_TOOL.subject, b'{"conversationId": "c1"}'),
+        (UNDO_TOOL.subject, b'{"conversationId": "c1", "toolUseId": "t1", "actor": {"role": "coach"}, "traceId": "t"}'),
     ],
 )
 async def test_malformed_payloads_get_a_typed_error_and_the_consumer_keeps_serving(
@@ -110,3 +122,39 @@ async def test_execute_request_errors_get_a_typed_error_reply(
     with pytest.raises(RemoteError) as info:
         await request(broker, EXECUTE_TOOL, cmd, timeout=5)
     assert info.value.code == "not_found"
+
+
+async def test_execute_hold_on_the_wire(broker: NatsBroker, pool: asyncpg.Pool, studio: Studio) -> None:
+    conv = await new_conversation(pool, studio, studio.admin)
+    cmd = conv.command("tasks", "delete", {"id": "00000000-0000-0000-0000-000000000000"}, hold=True)
+    msg = await raw_request(broker, EXECUTE_TOOL.subject, cmd.to_bytes())
+    body = json.loads(msg.body)
+    assert (body["status"], body["output"], body["error"]) == ("pending", None, None)
+
+
+async def test_undo_round_trip_and_typed_errors(broker: NatsBroker, pool: asyncpg.Pool, studio: Studio) -> None:
+    conv = await new_conversation(pool, studio, studio.coach)
+    create = conv.command("workouts", "create", {"title": "Helen", "description": "3 rounds"})
+    workout = succeeded(await request(broker, EXECUTE_TOOL, create, timeout=5))
+    undo = UndoRequest(conversation_id=conv.id, tool_use_id=create.tool_use_id, actor=conv.actor, trace_id="t")
+
+    # A malformed request first: the consumer answers it and keeps serving.
+    bad = await raw_request(broker, UNDO_TOOL.subject, b"[]")
+    assert (bad.headers or {}).get(ERROR_HEADER) == "invalid_request"
+
+    first = await request(broker, UNDO_TOOL, undo, timeout=5)
+    second = await request(broker, UNDO_TOOL, undo, timeout=5)
+
+    assert isinstance(first, UndoOutcome)
+    assert (first.router, first.action, first.input) == ("workouts", "delete", {"id": workout["id"]})
+    assert succeeded(first.outcome)["deleted"] is True
+    assert (first.outcome.replayed, second.outcome.replayed) == (False, True)
+    raw = await raw_request(broker, UNDO_TOOL.subject, undo.to_bytes())
+    assert {"router", "action", "toolUseId", "input", "outcome"} <= set(json.loads(raw.body))
+
+    read = conv.command("read", "programs_list")
+    await request(broker, EXECUTE_TOOL, read, timeout=5)
+    for tool_use_id, code in [(read.tool_use_id, "undo_unavailable"), ("toolu_nope", "tool_execution_not_found")]:
+        with pytest.raises(RemoteError) as info:
+            await request(broker, UNDO_TOOL, undo.model_copy(update={"tool_use_id": tool_use_id}), timeout=5)
+        assert info.value.code == code

@@ -31,11 +31,76 @@ def test_default_registry_is_consistent_and_uses_wire_names() -> None:
         "read__programs_list",
         "read__members_search",
         "read__members_get",
+        "read__ask_user_to_pick",
+        "workouts__create",
+        "workouts__update",
+        "workouts__set_sections",
+        "workouts__delete",
+        "programs__create",
+        "programs__update",
+        "programs__delete",
+        "programs__enroll_member",
+        "tasks__list",
+        "tasks__create",
+        "tasks__update",
+        "tasks__complete",
+        "tasks__delete",
     ]
     for spec in REGISTRY.for_role("owner"):
         assert spec.name == f"{spec.router}__{spec.action}"
         assert "." not in spec.name
-        assert (spec.side_effects, spec.confirm, spec.kind, spec.has_inverse) == ("read", "never", "normal", False)
+
+
+# (side effects, confirm, kind, has inverse) as seed 000's tables declare them.
+SEED_000 = {
+    "read__get_current_context": ("read", "never", "normal", False),
+    "read__programs_list": ("read", "never", "normal", False),
+    "read__members_search": ("read", "never", "normal", False),
+    "read__members_get": ("read", "never", "normal", False),
+    "read__ask_user_to_pick": ("read", "never", "user_picker", False),
+    "workouts__create": ("write", "never", "normal", True),
+    "workouts__update": ("write", "never", "normal", False),
+    "workouts__set_sections": ("write", "never", "normal", False),
+    "workouts__delete": ("write", "destructive", "normal", False),
+    "programs__create": ("write", "never", "normal", True),
+    "programs__update": ("write", "never", "normal", False),
+    "programs__delete": ("write", "destructive", "normal", False),
+    "programs__enroll_member": ("write", "never", "normal", False),
+    "tasks__list": ("read", "never", "normal", False),
+    "tasks__create": ("write", "never", "normal", True),
+    "tasks__update": ("write", "never", "normal", False),
+    "tasks__complete": ("write", "never", "normal", False),
+    "tasks__delete": ("write", "destructive", "normal", False),
+}
+
+
+def test_the_catalog_carries_seed_000s_confirm_and_inverse_metadata() -> None:
+    owner = {s.name: (s.side_effects, s.confirm, s.kind, s.has_inverse) for s in REGISTRY.for_role("owner")}
+    assert owner == SEED_000
+    inverses = {d.name: d.inverse.name for d in REGISTRY if d.inverse is not None}
+    assert inverses == {
+        "workouts__create": "workouts__delete",
+        "programs__create": "programs__delete",
+        "tasks__create": "tasks__delete",
+    }
+    assert all(d.inverse.build_input({"id": "x", "title": "t"}) == {"id": "x"} for d in REGISTRY if d.inverse)
+    # Every write is audited under a resource and an action label.
+    assert all(d.audit and d.audit.resource and d.audit.action_label for d in REGISTRY if d.side_effects == "write")
+
+
+def test_only_owners_and_admins_may_delete_programs() -> None:
+    for role in ("owner", "admin"):
+        assert "programs__delete" in [s.name for s in REGISTRY.for_role(role)]
+    coach = [s.name for s in REGISTRY.for_role("coach")]
+    assert "programs__delete" not in coach and len(coach) == len(REGISTRY) - 1
+    assert REGISTRY.for_role("member") == []
+
+
+def test_the_picker_schema_bounds_its_candidates() -> None:
+    schema = REGISTRY.get("read", "ask_user_to_pick").input_schema
+    assert set(schema["properties"]) == {"kind", "prompt", "candidates"}
+    candidates = schema["properties"]["candidates"]
+    assert (candidates["minItems"], candidates["maxItems"]) == (2, 8)
 
 
 def test_catalog_is_filtered_by_role_in_a_stable_order() -> None:

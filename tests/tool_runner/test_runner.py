@@ -15,7 +15,7 @@ from spotter_tool_runner.runner import ToolRunner
 
 from tests.factories import Studio
 
-from .helpers import Conversation, actor_of, execution_rows, new_conversation
+from .helpers import Conversation, actor_of, audit_rows, execution_rows, new_conversation
 from .sample_tools import build_test_registry, probe
 
 
@@ -40,10 +40,6 @@ def unique(prefix: str = "Prog") -> str:
 
 async def programs_named(pool: asyncpg.Pool, name: str) -> int:
     return await pool.fetchval("SELECT count(*) FROM programs WHERE name = $1", name)
-
-
-async def audit_rows(pool: asyncpg.Pool, tool_use_id: str) -> list[asyncpg.Record]:
-    return await pool.fetch("SELECT * FROM audit_logs WHERE metadata->>'toolUseId' = $1", tool_use_id)
 
 
 async def test_a_repeat_returns_the_stored_outcome_without_running_again(pool, test_runner, conv, studio) -> None:

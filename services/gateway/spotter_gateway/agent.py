@@ -71,6 +71,15 @@ async def _iterate(items: list[dict[str, Any]]) -> AsyncIterator[dict[str, Any]]
         yield item
 
 
+def transient_response(request: Request, code: ErrorCode, message: str, conversation_id: str) -> EventSourceResponse:
+    return sse_response(request, _iterate(transient_error(code, message, trace_id(request), conversation_id)))
+
+
+def busy_response(request: Request, conversation_id: str, trace: str) -> EventSourceResponse:
+    return transient_response(request, ErrorCode.CONVERSATION_BUSY,
+                              "This conversation is still answering. Wait for it to finish or cancel it.", conversation_id)
+
+
 @router.post("/messages")
 async def send_message(
     request: Request,
@@ -92,41 +101,51 @@ async def send_message(
         conversation_id = str(uuid.uuid5(_IDEMPOTENCY_NS, f"conversation:{turn_id}")) if idempotency_key else str(uuid.uuid4())
         is_new, after = True, 0
 
-    existing = await db.fetchrow("SELECT status::text AS status, conversation_id FROM ai_turns WHERE id = $1", uuid.UUID(turn_id))
-    if existing is not None:
+    replay = await existing_turn_stream(request, turn_id)
+    if replay is not None:
         # A retried POST with the same Idempotency-Key: replay that turn instead of starting one.
-        first = await db.fetchval(
-            "SELECT min(seq) FROM ai_conversation_events WHERE conversation_id = $1 AND turn_id = $2",
-            existing["conversation_id"], uuid.UUID(turn_id),
-        )
-        return await _stream_turn(request, str(existing["conversation_id"]), turn_id, (first or 1) - 1)
+        return replay
 
     lock: TurnLock = request.app.state.turn_lock
     if not await lock.claim(conversation_id, turn_id):
-        return sse_response(request, _iterate(transient_error(
-            ErrorCode.CONVERSATION_BUSY, "This conversation is still answering. Wait for it to finish or cancel it.",
-            trace, conversation_id)))
+        return busy_response(request, conversation_id, trace)
 
     command = SendMessage(
         command_id=command_id, turn_id=turn_id, conversation_id=conversation_id, is_new=is_new, actor=actor,
         message=body.message, page_context=body.page_context, trace_id=trace,
     )
-    feed = await EventFeed(db, request.app.state.nats, conversation_id).open()
+    return await start_turn(request, SEND_MESSAGE.subject, command, after)
+
+
+async def start_turn(request: Request, subject: str, command: Any, after: int) -> EventSourceResponse:
+    """Publish a turn command (the caller holds the lease) and stream its events until its `done`.
+    The feed subscribes before publishing, so no event can be missed in between."""
+    feed = await EventFeed(request.app.state.pool, request.app.state.nats, command.conversation_id).open()
     try:
         await request.app.state.broker.publish(
-            command.to_bytes(), SEND_MESSAGE.subject, stream=COMMANDS_STREAM,
-            headers=bus.publish_headers(msg_id=command_id, trace_id=trace),
+            command.to_bytes(), subject, stream=COMMANDS_STREAM,
+            headers=bus.publish_headers(msg_id=command.command_id, trace_id=command.trace_id),
         )
     except Exception:
         await feed.close()
-        await lock.release(conversation_id, turn_id)
+        await request.app.state.turn_lock.release(command.conversation_id, command.turn_id)
         raise
-    return sse_response(request, _turn_events(request, feed, turn_id, after))
+    return sse_response(request, _turn_events(request, feed, command.turn_id, after))
 
 
-async def _stream_turn(request: Request, conversation_id: str, turn_id: str, after: int) -> EventSourceResponse:
-    feed = await EventFeed(request.app.state.pool, request.app.state.nats, conversation_id).open()
-    return sse_response(request, _turn_events(request, feed, turn_id, after))
+async def existing_turn_stream(request: Request, turn_id: str) -> EventSourceResponse | None:
+    """A turn already started by the same command (same deterministic turn id): stream it from its
+    first event instead of starting another."""
+    db = request.app.state.pool
+    existing = await db.fetchrow("SELECT conversation_id FROM ai_turns WHERE id = $1", uuid.UUID(turn_id))
+    if existing is None:
+        return None
+    first = await db.fetchval(
+        "SELECT min(seq) FROM ai_conversation_events WHERE conversation_id = $1 AND turn_id = $2",
+        existing["conversation_id"], uuid.UUID(turn_id),
+    )
+    feed = await EventFeed(db, request.app.state.nats, str(existing["conversation_id"])).open()
+    return sse_response(request, _turn_events(request, feed, turn_id, (first or 1) - 1))
 
 
 async def _turn_events(request: Request, feed: EventFeed, turn_id: str, after: int) -> AsyncIterator[dict[str, Any]]:

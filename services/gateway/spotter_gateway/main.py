@@ -22,7 +22,7 @@ from spotter_shared.db import create_pool
 from spotter_shared.errors import ErrorCode
 from spotter_shared.turnlock import TurnLock
 
-from . import agent, errors
+from . import agent, errors, hitl
 from .deps import CurrentCaller, Pool
 from .middleware import RequestGuard
 from .settings import GatewaySettings
@@ -105,6 +105,8 @@ def create_app(settings: GatewaySettings) -> FastAPI:
         return HTMLResponse(resources.files("spotter_gateway").joinpath("web/index.html").read_text())
 
     app.include_router(agent.router)
+    app.include_router(hitl.router)
+    app.include_router(hitl.audit_router)
     return app
 
 

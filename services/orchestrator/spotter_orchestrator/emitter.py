@@ -32,13 +32,27 @@ class Emitter:
         # Text already shown to listeners by a crashed attempt of this model call; the retry's
         # first characters are not sent twice (the SSE protocol has no retraction event).
         self._suppress = 0
+        # Text streamed since the current model call began: kept as the partial message on cancel.
+        self._since_mark = ""
 
     def suppress_prefix(self, chars: int) -> None:
         self._suppress = chars
 
+    def mark(self) -> None:
+        self._since_mark = ""
+
+    @property
+    def partial_text(self) -> str:
+        return self._since_mark
+
     async def emit(self, event: SseEvent) -> int:
         await self.flush()
         return await self._write(event)
+
+    async def finish(self, event: SseEvent, status: str, error_code: str | None = None) -> int:
+        """The turn's last event, stored in one transaction with the turn's terminal status."""
+        await self.flush()
+        return await self._write(event, finish=(status, error_code))
 
     async def text(self, delta: str) -> None:
         if self._suppress:
@@ -47,6 +61,7 @@ class Emitter:
             delta = delta[skipped:]
         if not delta:
             return
+        self._since_mark += delta
         self._buffer += delta
         if time.monotonic() - self._last_flush >= DELTA_FLUSH_S:
             await self.flush()
@@ -57,9 +72,9 @@ class Emitter:
             self._last_flush = time.monotonic()
             await self._write(TextDelta(delta=delta))
 
-    async def _write(self, event: SseEvent) -> int:
+    async def _write(self, event: SseEvent, finish: tuple[str, str | None] | None = None) -> int:
         data = event.model_dump(mode="json", exclude_none=True)
-        seq = await self._store.append_event(self.conversation_id, self.turn_id, event.type, data)
+        seq = await self._store.append_event(self.conversation_id, self.turn_id, event.type, data, finish=finish)
         envelope = ConversationEvent(conversation_id=self.conversation_id, seq=seq, turn_id=self.turn_id, event=event)
         try:
             await self._broker.publish(envelope.to_bytes(), conversation_subject(self.conversation_id))

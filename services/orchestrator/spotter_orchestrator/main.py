@@ -10,8 +10,11 @@ from faststream.middlewares import AckPolicy
 from faststream.nats import NatsMessage, PullSub
 from nats.js.api import ConsumerConfig
 
-from spotter_shared.bus import COMMANDS_JSTREAM, create_broker
-from spotter_shared.contracts.commands import ORCHESTRATOR_DURABLE, SEND_MESSAGE, SendMessage
+from spotter_shared.bus import COMMANDS_JSTREAM, create_broker, park
+from spotter_shared.contracts.commands import (
+    CANCEL_SUSPENDED, CANCEL_TURN, CONFIRM_TOOL, ORCHESTRATOR_DURABLE, PICK_TOOL, SEND_MESSAGE, UNDO, CancelSuspended,
+    CancelTurn, ConfirmTool, PickTool, SendMessage, UndoTool,
+)
 from spotter_shared.service import Holder, Infra, run_app, service_app
 from spotter_shared.turnlock import TurnLock
 
@@ -27,19 +30,53 @@ def create_app(settings: OrchestratorSettings) -> FastStream:
     core: Holder[TurnRunner] = Holder()
     model = ModelClient(settings)
 
-    @broker.subscriber(
-        SEND_MESSAGE.subject,
-        stream=COMMANDS_JSTREAM,
-        durable=ORCHESTRATOR_DURABLE,
-        pull_sub=PullSub(timeout=1.0),
-        config=ConsumerConfig(ack_wait=settings.spotter_ack_wait_s, max_deliver=-1, max_ack_pending=1000),
-        ack_policy=AckPolicy.MANUAL,
-        max_workers=settings.spotter_turn_concurrency,
-        description=SEND_MESSAGE.description,
-    )
+    def command_subscriber(subject: str, description: str):
+        # All turn commands share one durable pull consumer per subject on the commands stream.
+        return broker.subscriber(
+            subject,
+            stream=COMMANDS_JSTREAM,
+            durable=f"{ORCHESTRATOR_DURABLE}-{subject.rsplit('.', 1)[-1]}",
+            pull_sub=PullSub(timeout=1.0),
+            config=ConsumerConfig(ack_wait=settings.spotter_ack_wait_s, max_deliver=-1, max_ack_pending=1000),
+            ack_policy=AckPolicy.MANUAL,
+            max_workers=settings.spotter_turn_concurrency,
+            description=description,
+        )
+
+    @command_subscriber(SEND_MESSAGE.subject, SEND_MESSAGE.description)
     async def on_send(body: SendMessage, msg: NatsMessage) -> None:
+        await _handle(msg, lambda delivery: core.get().send(body, delivery))
+
+    @command_subscriber(CONFIRM_TOOL.subject, CONFIRM_TOOL.description)
+    async def on_confirm(body: ConfirmTool, msg: NatsMessage) -> None:
+        await _handle(msg, lambda delivery: core.get().confirm(body, delivery))
+
+    @command_subscriber(PICK_TOOL.subject, PICK_TOOL.description)
+    async def on_pick(body: PickTool, msg: NatsMessage) -> None:
+        await _handle(msg, lambda delivery: core.get().pick(body, delivery))
+
+    @command_subscriber(UNDO.subject, UNDO.description)
+    async def on_undo(body: UndoTool, msg: NatsMessage) -> None:
+        await _handle(msg, lambda delivery: core.get().undo(body, delivery))
+
+    @command_subscriber(CANCEL_SUSPENDED.subject, CANCEL_SUSPENDED.description)
+    async def on_cancel_suspended(body: CancelSuspended, msg: NatsMessage) -> None:
+        await _handle(msg, lambda delivery: core.get().cancel_suspended(body, delivery))
+
+    @broker.subscriber(CANCEL_TURN.subject, description=CANCEL_TURN.description)
+    async def on_cancel(body: CancelTurn) -> None:
+        # No queue group: every replica hears it; only the one running the turn acts.
+        core.get().cancel_running(body.turn_id)
+
+    async def _handle(msg: NatsMessage, run) -> None:
+        if msg.raw_message.metadata.num_delivered > settings.spotter_max_deliveries + 1:
+            # The turn itself gives up (error `internal` + done) on the last try; a command that
+            # fails even before that is parked with its reason instead of looping forever.
+            await park(broker, msg.raw_message, f"gave up after {settings.spotter_max_deliveries + 1} deliveries")
+            await msg.ack_sync()
+            return
         async with _heartbeat(msg, settings.spotter_ack_wait_s / 3) as delivery:
-            await core.get().send(body, delivery)
+            await run(delivery)
         # Double ack: the command is gone only once the server confirms it.
         await msg.ack_sync()
 

@@ -7,6 +7,7 @@ import logging
 import time
 
 from faststream.nats import NatsBroker
+from nats.errors import NoRespondersError
 
 from spotter_shared import bus
 from spotter_shared.contracts.billing import (
@@ -15,11 +16,16 @@ from spotter_shared.contracts.billing import (
 )
 from spotter_shared.contracts.commands import Role
 from spotter_shared.contracts.rag import AMBIENT_SEARCH, AmbientHit, AmbientQuery, AmbientResult
-from spotter_shared.contracts.tools import EXECUTE_TOOL, TOOL_CATALOG, CatalogRequest, ExecuteTool, ToolCatalog, ToolOutcome, ToolSpec
+from spotter_shared.contracts.tools import (
+    EXECUTE_TOOL, TOOL_CATALOG, UNDO_TOOL, CatalogRequest, ExecuteTool, ToolCatalog, ToolOutcome, ToolSpec, UndoOutcome,
+    UndoRequest,
+)
 
 log = logging.getLogger(__name__)
 
 BILLING_TIMEOUT_S = 5.0
+TOOL_ATTEMPTS = 5
+NO_RESPONDERS_BACKOFF_S = 0.3
 CATALOG_TTL_S = 60.0
 
 
@@ -42,14 +48,24 @@ class Peers:
     async def execute(self, cmd: ExecuteTool) -> ToolOutcome:
         # The runner keys executions by (conversation, tool_use_id), so asking again after a
         # timeout returns the first run's outcome instead of running the tool twice.
-        for attempt in range(3):
+        for attempt in range(TOOL_ATTEMPTS):
             try:
                 outcome = await bus.request(self._broker, EXECUTE_TOOL, cmd, timeout=self._tool_timeout_s, trace_id=cmd.trace_id)
                 assert isinstance(outcome, ToolOutcome)
                 return outcome
             except TimeoutError:
                 log.warning("tool %s.%s timed out (attempt %d)", cmd.router, cmd.action, attempt + 1)
+            except NoRespondersError:
+                # No tool-runner connected right now (e.g. restarting): wait a little and ask again.
+                log.warning("no tool-runner for %s.%s (attempt %d)", cmd.router, cmd.action, attempt + 1)
+                await asyncio.sleep(NO_RESPONDERS_BACKOFF_S * (attempt + 1))
         raise TimeoutError(f"tool-runner did not answer for {cmd.tool_use_id}")
+
+    async def undo(self, req: UndoRequest) -> UndoOutcome:
+        # Keyed by the original call on the runner's side, so asking again never undoes twice.
+        res = await bus.request(self._broker, UNDO_TOOL, req, timeout=self._tool_timeout_s, trace_id=req.trace_id)
+        assert isinstance(res, UndoOutcome)
+        return res
 
     async def precheck(self, organization_id: str, trace_id: str) -> BudgetVerdict:
         verdict = await bus.request(self._broker, BUDGET_CHECK, BudgetCheck(organization_id=organization_id), timeout=BILLING_TIMEOUT_S, trace_id=trace_id)

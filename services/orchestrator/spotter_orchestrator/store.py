@@ -55,6 +55,23 @@ class Store:
     def __init__(self, pool: asyncpg.Pool) -> None:
         self.pool = pool
 
+    async def begin_command_turn(self, turn_id: str, conversation_id: str, command_id: str, kind: str, tool_use_id: str | None) -> TurnRecord:
+        row = await self.pool.fetchrow(
+            """INSERT INTO ai_turns (id, conversation_id, command_id, kind, tool_use_id) VALUES ($1, $2, $3, $4, $5)
+               ON CONFLICT (command_id) DO UPDATE SET attempts = ai_turns.attempts + 1
+               RETURNING id, status, attempts, input_tokens, output_tokens, cache_read_tokens,
+                         cache_creation_tokens, cost_usd_micros, model_calls""",
+            uuid.UUID(turn_id), uuid.UUID(conversation_id), command_id, kind, tool_use_id,
+        )
+        return _turn(row)
+
+    async def last_page_context(self, conversation_id: str) -> dict | None:
+        return await self.pool.fetchval(
+            """SELECT page_context FROM ai_messages WHERE conversation_id = $1 AND role = 'user'
+               ORDER BY position DESC LIMIT 1""",
+            uuid.UUID(conversation_id),
+        )
+
     async def begin_turn(self, cmd: SendMessage, model: str) -> TurnRecord:
         """Create the conversation (first send) and the turn row. A redelivered command finds its
         turn again (attempts + 1) instead of starting another."""
@@ -158,15 +175,26 @@ class Store:
             )
         return str(message_id)
 
-    async def append_event(self, conversation_id: str, turn_id: str, type_: str, data: dict[str, Any]) -> int:
-        # One statement: bump the conversation's counter (row lock) and insert with that number.
-        return await self.pool.fetchval(
-            """WITH s AS (UPDATE ai_conversations SET last_event_seq = last_event_seq + 1
-                          WHERE id = $1 RETURNING last_event_seq)
-               INSERT INTO ai_conversation_events (conversation_id, seq, turn_id, type, data)
-               SELECT $1, last_event_seq, $2, $3, $4 FROM s RETURNING seq""",
-            uuid.UUID(conversation_id), uuid.UUID(turn_id), type_, data,
-        )
+    async def append_event(self, conversation_id: str, turn_id: str, type_: str, data: dict[str, Any],
+                           *, finish: tuple[str, str | None] | None = None) -> int:
+        """Append to the log. With `finish`, the turn's terminal status commits together with its
+        `done`: a crash can leave neither or both, never a `done` on a turn that still runs (which
+        redelivery would finish twice) nor a finished turn without its `done`."""
+        async with self.pool.acquire() as conn, conn.transaction():
+            # One statement: bump the conversation's counter (row lock) and insert with that number.
+            seq = await conn.fetchval(
+                """WITH s AS (UPDATE ai_conversations SET last_event_seq = last_event_seq + 1
+                              WHERE id = $1 RETURNING last_event_seq)
+                   INSERT INTO ai_conversation_events (conversation_id, seq, turn_id, type, data)
+                   SELECT $1, last_event_seq, $2, $3, $4 FROM s RETURNING seq""",
+                uuid.UUID(conversation_id), uuid.UUID(turn_id), type_, data,
+            )
+            if finish is not None:
+                await conn.execute(
+                    "UPDATE ai_turns SET status = $2, error_code = $3, finished_at = now() WHERE id = $1",
+                    uuid.UUID(turn_id), finish[0], finish[1],
+                )
+        return seq
 
     async def turn_events(self, conversation_id: str, turn_id: str) -> list[dict[str, Any]]:
         rows = await self.pool.fetch(
@@ -174,6 +202,43 @@ class Store:
             uuid.UUID(conversation_id), uuid.UUID(turn_id),
         )
         return [r["data"] for r in rows]
+
+    async def fail_tool(self, conversation_id: str, message_id: str, tool_use_id: str, router: str, action: str,
+                        tool_input: dict[str, Any], error: Any) -> None:
+        """Record a call the tool-runner could not be reached for, unless it recorded an outcome itself."""
+        await self.pool.execute(
+            """INSERT INTO ai_tool_executions (conversation_id, message_id, tool_use_id, router, action, input, status,
+                                               output, error_code, error_message)
+               VALUES ($1, $2, $3, $4, $5, $6, 'failed', $7, $8, $9)
+               ON CONFLICT (conversation_id, tool_use_id) DO UPDATE
+                 SET status = 'failed', output = excluded.output, error_code = excluded.error_code,
+                     error_message = excluded.error_message, updated_at = clock_timestamp()
+               WHERE ai_tool_executions.status IN ('pending', 'running')""",
+            uuid.UUID(conversation_id), uuid.UUID(message_id), tool_use_id, router[:64], action[:64], tool_input,
+            error.model_dump(mode="json"), error.code, error.message,
+        )
+
+    async def resolve_pending(self, conversation_id: str, tool_use_id: str, status: str, *, output: Any = None,
+                              error_code: str | None = None, error_message: str | None = None) -> bool:
+        """pending → rejected_by_user | succeeded (a pick), exactly once: False when already resolved."""
+        row = await self.pool.fetchval(
+            """UPDATE ai_tool_executions SET status = $3::ai_tool_status, output = $4, error_code = $5,
+                      error_message = $6, updated_at = clock_timestamp()
+               WHERE conversation_id = $1 AND tool_use_id = $2 AND status = 'pending' RETURNING 1""",
+            uuid.UUID(conversation_id), tool_use_id, status, output, error_code, error_message,
+        )
+        return row is not None
+
+    async def close_pending(self, conversation_id: str, code: str, message: str) -> list[str]:
+        """Resolve every call still waiting for a human (free text instead of a click, or a cancel):
+        they are never run later."""
+        rows = await self.pool.fetch(
+            """UPDATE ai_tool_executions SET status = 'rejected_by_user', error_code = $2, error_message = $3,
+                      updated_at = clock_timestamp()
+               WHERE conversation_id = $1 AND status = 'pending' RETURNING tool_use_id""",
+            uuid.UUID(conversation_id), code, message,
+        )
+        return [r["tool_use_id"] for r in rows]
 
     async def tool_statuses(self, conversation_id: str, tool_use_ids: list[str]) -> dict[str, dict[str, Any]]:
         rows = await self.pool.fetch(

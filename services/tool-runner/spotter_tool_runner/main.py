@@ -1,4 +1,4 @@
-"""tool-runner process: two request/reply subjects on core NATS, served by a queue group."""
+"""tool-runner process: three request/reply subjects on core NATS, served by a queue group."""
 
 from __future__ import annotations
 
@@ -9,10 +9,13 @@ from spotter_shared.bus import create_broker
 from spotter_shared.contracts.tools import (
     EXECUTE_TOOL,
     TOOL_CATALOG,
+    UNDO_TOOL,
     CatalogRequest,
     ExecuteTool,
     ToolCatalog,
     ToolOutcome,
+    UndoOutcome,
+    UndoRequest,
 )
 from spotter_shared.service import Holder, Infra, run_app, service_app
 from spotter_shared.settings import CommonSettings
@@ -30,7 +33,7 @@ class ToolRunnerSettings(CommonSettings):
 
 
 def build_broker(nats_url: str, runner: Holder[ToolRunner], registry: Registry, *, max_workers: int = 16) -> NatsBroker:
-    """The broker with both subscribers; usable without connecting (AsyncAPI generation, tests)."""
+    """The broker with its subscribers; usable without connecting (AsyncAPI generation, tests)."""
     broker = create_broker(nats_url, SERVICE)
 
     @broker.subscriber(TOOL_CATALOG.subject, queue=TOOL_CATALOG.queue, description=TOOL_CATALOG.description)
@@ -42,6 +45,12 @@ def build_broker(nats_url: str, runner: Holder[ToolRunner], registry: Registry, 
     )
     async def execute_tool(command: ExecuteTool) -> ToolOutcome:
         return await runner.get().execute(command)
+
+    @broker.subscriber(
+        UNDO_TOOL.subject, queue=UNDO_TOOL.queue, max_workers=max_workers, description=UNDO_TOOL.description
+    )
+    async def undo_tool(request: UndoRequest) -> UndoOutcome:
+        return await runner.get().undo(request)
 
     return broker
 

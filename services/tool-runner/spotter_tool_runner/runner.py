@@ -6,6 +6,10 @@ row's terminal status then commit in ONE transaction that holds the row lock, so
   * a concurrent duplicate waits on the lock, then finds the terminal status and replays it;
   * a repeat after completion replays the stored outcome without running anything.
 A failing tool is data (a typed `ToolError`); only infrastructure failures propagate.
+
+`hold` validates a call and records it 'pending' without running it (a confirmation or a user_picker
+waits for the user); a later execute of the same key runs it. `undo` runs a succeeded write's declared
+inverse through this same at-most-once path, under a key derived from the original's.
 """
 
 from __future__ import annotations
@@ -23,7 +27,8 @@ from pydantic import ValidationError
 from pydantic_core import to_jsonable_python
 
 from spotter_shared.contracts.events import ToolError
-from spotter_shared.contracts.tools import ExecuteTool, ToolOutcome
+from spotter_shared.contracts.commands import Actor
+from spotter_shared.contracts.tools import ExecuteTool, ToolOutcome, UndoOutcome, UndoRequest
 from spotter_shared.errors import ErrorCode, SpotterError
 from spotter_shared.telemetry import event
 
@@ -49,7 +54,7 @@ INFRASTRUCTURE_ERRORS: tuple[type[BaseException], ...] = (
 
 _CLAIM = """
 INSERT INTO ai_tool_executions (conversation_id, message_id, tool_use_id, router, action, input, status)
-SELECT c.id, m.id, $3, $4, $5, $6, 'running'
+SELECT c.id, m.id, $3, $4, $5, $6, $8::ai_tool_status
   FROM ai_conversations c JOIN ai_messages m ON m.conversation_id = c.id
  WHERE c.id = $1 AND m.id = $2 AND c.organization_id = $7
 ON CONFLICT (conversation_id, tool_use_id) DO NOTHING
@@ -60,6 +65,12 @@ SELECT e.id, e.status::text AS status, e.router, e.action, e.output, e.error_cod
   FROM ai_tool_executions e JOIN ai_conversations c ON c.id = e.conversation_id
  WHERE e.conversation_id = $1 AND e.tool_use_id = $2 AND c.organization_id = $3
    FOR UPDATE OF e
+"""
+
+_ORIGINAL = """
+SELECT e.message_id, e.status::text AS status, e.router, e.action, e.output, e.audit_log_id
+  FROM ai_tool_executions e JOIN ai_conversations c ON c.id = e.conversation_id
+ WHERE e.conversation_id = $1 AND e.tool_use_id = $2 AND c.organization_id = $3
 """
 
 _MEMBERSHIP = """
@@ -79,6 +90,11 @@ UPDATE ai_tool_executions
  WHERE id = $1
 """
 
+_HELD = """
+UPDATE ai_tool_executions SET status = 'pending', updated_at = clock_timestamp()
+ WHERE id = $1 AND status <> 'pending'
+"""
+
 _FAILED = """
 UPDATE ai_tool_executions
    SET status = 'failed', output = $2, error_code = $3, error_message = $4, duration_ms = $5,
@@ -87,8 +103,17 @@ UPDATE ai_tool_executions
 """
 
 
+UNDO_PREFIX = "undo_"
+
+
 def utcnow() -> datetime:
     return datetime.now(UTC)
+
+
+def undo_key(tool_use_id: str) -> str:
+    """Execution key of the inverse of `tool_use_id`: one per original, so undo runs at most once.
+    Anthropic ids are ~30 characters, far from the 64 at which two keys could collide."""
+    return (UNDO_PREFIX + tool_use_id)[:64]
 
 
 class ToolRunner:
@@ -100,13 +125,69 @@ class ToolRunner:
         self._clock = clock
 
     async def execute(self, cmd: ExecuteTool) -> ToolOutcome:
-        _check_keys(cmd)
+        return await self._execute(cmd)
+
+    async def undo(self, req: UndoRequest) -> UndoOutcome:
+        """Run the declared inverse of a succeeded call. Not gated by confirmation: the user asked for
+        exactly this. A repeat replays the inverse's stored outcome, so nothing is undone twice."""
+        _check_keys(req.tool_use_id, {"conversationId": req.conversation_id, **_actor_ids(req.actor)})
+        with tracer.start_as_current_span("tool-runner.undo"):
+            original = await self._pool.fetchrow(
+                _ORIGINAL, req.conversation_id, req.tool_use_id, req.actor.organization_id
+            )
+            cmd = self._inverse_command(req, original)
+            # Both audit rows stay; the inverse's points at the original's.
+            audit_log_id = original["audit_log_id"]
+            link = {"undoOf": audit_log_id and str(audit_log_id), "inverseOfToolUseId": req.tool_use_id}
+            outcome = await self._execute(cmd, link=link)
+        return UndoOutcome(
+            router=cmd.router, action=cmd.action, tool_use_id=cmd.tool_use_id, input=cmd.input, outcome=outcome
+        )
+
+    def _inverse_command(self, req: UndoRequest, original: asyncpg.Record | None) -> ExecuteTool:
+        if original is None:
+            raise SpotterError(
+                ErrorCode.TOOL_EXECUTION_NOT_FOUND, f"no tool call {req.tool_use_id} in this conversation"
+            )
+        name = f"{original['router']}__{original['action']}"
+        if original["status"] != "succeeded":
+            raise SpotterError(
+                ErrorCode.UNDO_UNAVAILABLE, f"{name} is {original['status']}; only a succeeded call can be undone"
+            )
+        decl = self._registry.get(original["router"], original["action"])
+        inverse = decl.inverse if decl is not None else None
+        if inverse is None:
+            raise SpotterError(ErrorCode.UNDO_UNAVAILABLE, f"{name} declares no inverse")
+        if not _may_undo(self._registry, decl, req.actor.role):
+            # Refused before anything is recorded: the undo key stays free for someone who may.
+            raise SpotterError(ErrorCode.UNDO_UNAVAILABLE, f"the {req.actor.role} role may not use {inverse.name}")
+        try:
+            inverse_input = inverse.build_input(original["output"])
+        except (KeyError, TypeError, ValueError):
+            raise SpotterError(
+                ErrorCode.UNDO_UNAVAILABLE, f"the stored output of {name} does not say what to undo"
+            ) from None
+        return ExecuteTool(
+            conversation_id=req.conversation_id,
+            message_id=str(original["message_id"]),
+            tool_use_id=undo_key(req.tool_use_id),
+            router=inverse.router,
+            action=inverse.action,
+            input=inverse_input,
+            actor=req.actor,
+            trace_id=req.trace_id,
+        )
+
+    async def _execute(self, cmd: ExecuteTool, *, link: dict[str, Any] | None = None) -> ToolOutcome:
+        """`link` is extra audit metadata for the call's audit row (the undo's link to its original)."""
+        ids = {"conversationId": cmd.conversation_id, "messageId": cmd.message_id, **_actor_ids(cmd.actor)}
+        _check_keys(cmd.tool_use_id, ids)
         with tracer.start_as_current_span(
-            "tool-runner.execute", attributes={"router": cmd.router, "action": cmd.action}
+            "tool-runner.execute", attributes={"router": cmd.router, "action": cmd.action, "hold": cmd.hold}
         ):
             async with self._pool.acquire() as conn:
                 await self._claim(conn, cmd)
-                outcome = await self._resolve(conn, cmd)
+                outcome = await self._resolve(conn, cmd, link)
             event(
                 log,
                 "agent.tool.executed",
@@ -119,7 +200,7 @@ class ToolRunner:
             )
         return outcome
 
-    async def _resolve(self, conn: asyncpg.Connection, cmd: ExecuteTool) -> ToolOutcome:
+    async def _resolve(self, conn: asyncpg.Connection, cmd: ExecuteTool, link: dict[str, Any] | None) -> ToolOutcome:
         async with conn.transaction():
             # The row lock serialises duplicates: a twin waits here until this transaction commits.
             row = await conn.fetchrow(_LOCK, cmd.conversation_id, cmd.tool_use_id, cmd.actor.organization_id)
@@ -128,11 +209,14 @@ class ToolRunner:
             if row["status"] in TERMINAL:
                 # Already resolved: a duplicate, a redelivery, or the twin that held the lock.
                 return self._replay(cmd, row)
-            return await self._run(conn, cmd, row["id"])
+            if cmd.hold:
+                return await self._hold(conn, cmd, row)
+            return await self._run(conn, cmd, row["id"], link)
 
     async def _claim(self, conn: asyncpg.Connection, cmd: ExecuteTool) -> None:
         # Committed on its own, before anything runs: the record exists even if this process dies.
-        # A row the orchestrator stored as 'pending' (awaiting confirmation) is left as it is.
+        # A held call starts 'pending', so a crash before it is validated still leaves it waiting for
+        # the user rather than looking half-run. An existing row (e.g. one held earlier) is left as it is.
         await conn.execute(
             _CLAIM,
             cmd.conversation_id,
@@ -142,11 +226,33 @@ class ToolRunner:
             cmd.action[:64],
             cmd.input,
             cmd.actor.organization_id,
+            "pending" if cmd.hold else "running",
         )
 
-    async def _run(self, conn: asyncpg.Connection, cmd: ExecuteTool, execution_id: uuid.UUID) -> ToolOutcome:
+    async def _hold(self, conn: asyncpg.Connection, cmd: ExecuteTool, row: asyncpg.Record) -> ToolOutcome:
+        """Validate like a run, then leave the call 'pending' for the user, without running it."""
+        try:
+            decl, _ = await self._admit(conn, cmd)
+        except ToolFailure as failure:
+            return await self._fail(conn, cmd, row["id"], failure, duration_ms=0)
+        await conn.execute(_HELD, row["id"])
+        return ToolOutcome(
+            tool_use_id=cmd.tool_use_id,
+            status="pending",
+            duration_ms=0,
+            inverse_available=_may_undo(self._registry, decl, cmd.actor.role),
+        )
+
+    async def _run(
+        self, conn: asyncpg.Connection, cmd: ExecuteTool, execution_id: uuid.UUID, link: dict[str, Any] | None
+    ) -> ToolOutcome:
         try:
             decl, args = await self._admit(conn, cmd)
+            if decl.kind == "user_picker":
+                # Only ever held: the user's pick, stored by the orchestrator, is its result.
+                raise ToolFailure(
+                    "not_executable", f"{decl.name} is answered by the user's pick and is never executed."
+                )
         except ToolFailure as failure:
             return await self._fail(conn, cmd, execution_id, failure, duration_ms=0)
 
@@ -164,7 +270,7 @@ class ToolRunner:
             # the failure is recorded, so a concurrent duplicate cannot slip in and run it again.
             async with conn.transaction():
                 output = to_jsonable_python(await decl(ctx, args), by_alias=True)
-                audit_log_id = await self._audit(conn, cmd, decl, output)
+                audit_log_id = await self._audit(conn, cmd, decl, output, link)
         except ToolFailure as failure:
             return await self._fail(conn, cmd, execution_id, failure, duration_ms=_ms_since(started))
         except INFRASTRUCTURE_ERRORS:
@@ -185,7 +291,7 @@ class ToolRunner:
             status="succeeded",
             output=output,
             duration_ms=duration_ms,
-            inverse_available=decl.inverse is not None,
+            inverse_available=_may_undo(self._registry, decl, cmd.actor.role),
         )
 
     async def _admit(self, conn: asyncpg.Connection, cmd: ExecuteTool) -> tuple[ToolDecl, ToolInput]:
@@ -204,11 +310,11 @@ class ToolRunner:
             args = decl.input.model_validate(cmd.input)
         except ValidationError as exc:
             raise _invalid_input(decl, exc) from None
-        if decl.kind == "user_picker":
-            raise ToolFailure("not_executable", f"{decl.name} is answered by the user's pick and is never executed.")
         return decl, args
 
-    async def _audit(self, conn: asyncpg.Connection, cmd: ExecuteTool, decl: ToolDecl, output: Any) -> uuid.UUID | None:
+    async def _audit(
+        self, conn: asyncpg.Connection, cmd: ExecuteTool, decl: ToolDecl, output: Any, link: dict[str, Any] | None
+    ) -> uuid.UUID | None:
         if decl.audit is None or decl.side_effects != "write":
             return None
         metadata = {
@@ -217,6 +323,7 @@ class ToolRunner:
             "toolUseId": cmd.tool_use_id,
             "router": decl.router,
             "action": decl.action,
+            **(link or {}),
         }
         return await conn.fetchval(
             _AUDIT,
@@ -253,7 +360,7 @@ class ToolRunner:
                 status="succeeded",
                 output=row["output"],
                 duration_ms=duration_ms,
-                inverse_available=decl is not None and decl.inverse is not None,
+                inverse_available=decl is not None and _may_undo(self._registry, decl, cmd.actor.role),
                 replayed=True,
             )
         return ToolOutcome(
@@ -266,18 +373,27 @@ class ToolRunner:
         )
 
 
-def _check_keys(cmd: ExecuteTool) -> None:
-    """Malformed keys are the caller's bug, answered as invalid_request rather than as a tool result."""
-    if not 0 < len(cmd.tool_use_id) <= 64:
-        raise SpotterError(ErrorCode.INVALID_REQUEST, "toolUseId must have 1 to 64 characters")
-    fields = {
-        "conversationId": cmd.conversation_id,
-        "messageId": cmd.message_id,
-        "actor.organizationId": cmd.actor.organization_id,
-        "actor.membershipId": cmd.actor.membership_id,
-        "actor.userId": cmd.actor.user_id,
+def _may_undo(registry: Registry, decl: ToolDecl, role: str) -> bool:
+    """Whether `role` could undo a call of `decl`: it declares an inverse the role may use."""
+    if decl.inverse is None:
+        return False
+    inverse = registry.get(decl.inverse.router, decl.inverse.action)
+    return inverse is not None and role in inverse.roles
+
+
+def _actor_ids(actor: Actor) -> dict[str, str]:
+    return {
+        "actor.organizationId": actor.organization_id,
+        "actor.membershipId": actor.membership_id,
+        "actor.userId": actor.user_id,
     }
-    for name, value in fields.items():
+
+
+def _check_keys(tool_use_id: str, uuids: dict[str, str]) -> None:
+    """Malformed keys are the caller's bug, answered as invalid_request rather than as a tool result."""
+    if not 0 < len(tool_use_id) <= 64:
+        raise SpotterError(ErrorCode.INVALID_REQUEST, "toolUseId must have 1 to 64 characters")
+    for name, value in uuids.items():
         try:
             uuid.UUID(value)
         except ValueError:

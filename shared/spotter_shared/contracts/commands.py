@@ -51,4 +51,68 @@ SEND_MESSAGE = endpoint(
     description="Send a user turn to a conversation (orchestrator, durable, deduplicated).",
 )
 
+
+
+class TurnCommand(Contract):
+    """Fields every resume command shares."""
+
+    command_id: str = Field(description="Idempotency key; also the Nats-Msg-Id.")
+    turn_id: str = Field(description="Id of the turn this command starts.")
+    conversation_id: str = Field(description="Existing conversation.")
+    actor: Actor = Field(description="Caller.")
+    trace_id: str = Field(description="Trace id surfaced on errors.")
+
+
+class ConfirmTool(TurnCommand):
+    tool_use_id: str = Field(max_length=64, description="Pending confirm-gated tool_use.")
+    approved: bool = Field(description="Approve (run it) or reject (synthetic rejected_by_user result).")
+
+
+class PickTool(TurnCommand):
+    tool_use_id: str = Field(max_length=64, description="Pending user_picker tool_use.")
+    picked_id: str = Field(max_length=255, description="Id of one of the offered candidates.")
+
+
+class UndoTool(TurnCommand):
+    tool_use_id: str = Field(max_length=64, description="A succeeded write whose tool declares an inverse.")
+
+
+CONFIRM_TOOL = endpoint(
+    subject="spotter.cmd.turn.confirm", payload=ConfirmTool, pattern="command", stream=COMMANDS_STREAM,
+    queue=ORCHESTRATOR_DURABLE, description="Approve or reject a pending tool and resume the loop.",
+)
+PICK_TOOL = endpoint(
+    subject="spotter.cmd.turn.pick", payload=PickTool, pattern="command", stream=COMMANDS_STREAM,
+    queue=ORCHESTRATOR_DURABLE, description="Answer a pending picker and resume the loop.",
+)
+UNDO = endpoint(
+    subject="spotter.cmd.turn.undo", payload=UndoTool, pattern="command", stream=COMMANDS_STREAM,
+    queue=ORCHESTRATOR_DURABLE, description="Run the declared inverse of a succeeded write.",
+)
+
+
+class CancelSuspended(TurnCommand):
+    """Stop a conversation that waits for a human: its pending tools are resolved, never run."""
+
+
+CANCEL_SUSPENDED = endpoint(
+    subject="spotter.cmd.turn.cancel", payload=CancelSuspended, pattern="command", stream=COMMANDS_STREAM,
+    queue=ORCHESTRATOR_DURABLE, description="Cancel a suspended conversation (pending confirmations or picks).",
+)
+
+
+class CancelTurn(Contract):
+    """Broadcast to every orchestrator replica; the one running the turn stops it. The request is
+    also stored on the turn row, so a replica that picks the turn up later stops it too."""
+
+    conversation_id: str = Field(description="Conversation whose running turn should stop.")
+    turn_id: str = Field(description="The turn to stop.")
+    trace_id: str = Field(description="Trace id.")
+
+
+CANCEL_TURN = endpoint(
+    subject="spotter.control.cancel", payload=CancelTurn, pattern="event",
+    description="Stop a running turn (fan-out to all orchestrator replicas, no queue group).",
+)
+
 COMMAND_SUBJECTS = ["spotter.cmd.>"]

@@ -44,11 +44,16 @@ class ExecuteTool(Contract):
     input: dict[str, Any] = Field(description="Raw input from the model; validated by the runner.")
     actor: Actor = Field(description="Caller, re-checked against the tool's roles.")
     trace_id: str = Field(description="Trace id.")
+    hold: bool = Field(
+        default=False,
+        description="Validate and record the call as `pending` without running it (confirmation "
+        "or user_picker). A later execute of the same key runs it once approved.",
+    )
 
 
 class ToolOutcome(Contract):
     tool_use_id: str = Field(description="Anthropic tool_use id.")
-    status: Literal["succeeded", "failed"] = Field(description="Terminal status recorded.")
+    status: Literal["succeeded", "failed", "pending"] = Field(description="Status recorded (pending only for hold).")
     output: Any = Field(default=None, description="Output when succeeded.")
     error: ToolError | None = Field(default=None, description="Typed error when failed.")
     duration_ms: int = Field(description="Handler wall-clock time.")
@@ -72,4 +77,32 @@ EXECUTE_TOOL = endpoint(
     pattern="request",
     queue=TOOL_RUNNER_QUEUE,
     description="Execute one tool_use at most once per (conversation_id, tool_use_id).",
+)
+
+
+class UndoRequest(Contract):
+    """Run the declared inverse of a succeeded write, built from its stored output."""
+
+    conversation_id: str = Field(description="Conversation of the original call.")
+    tool_use_id: str = Field(description="tool_use id of the original call.")
+    actor: Actor = Field(description="Caller.")
+    trace_id: str = Field(description="Trace id.")
+
+
+class UndoOutcome(Contract):
+    router: str = Field(description="Router of the inverse tool.")
+    action: str = Field(description="Action of the inverse tool.")
+    tool_use_id: str = Field(description="Execution key of the inverse call (derived from the original).")
+    input: dict[str, Any] = Field(description="Input built for the inverse.")
+    outcome: ToolOutcome = Field(description="Result of the inverse call.")
+
+
+UNDO_TOOL = endpoint(
+    subject="spotter.tools.undo",
+    payload=UndoRequest,
+    reply=UndoOutcome,
+    pattern="request",
+    queue=TOOL_RUNNER_QUEUE,
+    description="Undo a succeeded write through its declared inverse (bypasses confirmation); "
+    "`undo_unavailable` unless the call succeeded and declares an inverse.",
 )

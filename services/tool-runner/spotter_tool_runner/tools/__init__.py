@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from ..registry import Registry
-from . import read
+from . import programs, read, tasks, workouts
 
-ROUTERS = (read,)
+# Catalog order; a stable tools array keeps the model's prompt cache warm.
+ROUTERS = (read, workouts, programs, tasks)
 
 
 def build_registry() -> Registry:

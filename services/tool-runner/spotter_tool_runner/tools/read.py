@@ -9,7 +9,7 @@ import uuid
 from datetime import date, datetime
 from typing import Annotated, Literal
 
-from pydantic import Field, StringConstraints
+from pydantic import Field, StringConstraints, model_validator
 
 from ..context import ToolContext
 from ..declaration import Role, ToolFailure, ToolInput, ToolOutput, agent_tool
@@ -269,3 +269,49 @@ async def members_get(ctx: ToolContext, args: MembersGetInput) -> MemberDetail:
         last_visit_at=last_visit,
         days_since_last_visit=(ctx.now - last_visit).days if last_visit else None,
     )
+
+
+# ask_user_to_pick ----------------------------------------------------------------------------------
+
+Label = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=255)]
+
+
+class PickCandidate(ToolInput):
+    id: Label = Field(description="Id of the entity, e.g. a membershipId; returned as pickedId.")
+    label: Label = Field(description="What the button says, e.g. the member's full name.")
+    sublabel: Label | None = Field(default=None, description="What tells it apart, e.g. plan or email.")
+    detail: Annotated[str, StringConstraints(strip_whitespace=True, max_length=500)] | None = Field(
+        default=None, description="Optional extra line, e.g. last visit."
+    )
+
+
+class AskUserToPickInput(ToolInput):
+    kind: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=32)] = Field(
+        description="What is being picked: member, program, workout, exercise, …"
+    )
+    prompt: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200)] = Field(
+        description="The question, in the user's language, e.g. 'Which Saar?'."
+    )
+    candidates: list[PickCandidate] = Field(min_length=2, max_length=8, description="2 to 8 options.")
+
+    @model_validator(mode="after")
+    def check_unique_ids(self) -> AskUserToPickInput:
+        ids = [c.id for c in self.candidates]
+        if len(set(ids)) != len(ids):
+            raise ValueError("candidate ids must be unique")
+        return self
+
+
+@agent_tool(
+    router="read",
+    action="ask_user_to_pick",
+    summary="Ask the user to choose when several entities match what they said — e.g. two members named Saar: "
+    "prompt 'Which Saar?' with one candidate per match (id, label, and a sublabel that tells them apart). "
+    "Do not guess between plausible matches. The conversation pauses until the user picks; the result is "
+    "{pickedId, pickedLabel, kind}.",
+    input=AskUserToPickInput,
+    kind="user_picker",
+)
+async def ask_user_to_pick(ctx: ToolContext, args: AskUserToPickInput) -> dict:
+    # Never called: the runner only holds picker calls, and the user's pick becomes the result.
+    raise ToolFailure("not_executable", "read__ask_user_to_pick is answered by the user's pick.")
