@@ -10,10 +10,14 @@ import uuid
 import asyncpg
 import httpx
 import nats
+import pytest
 
 from spotter_shared.bus import DLQ_STREAM, publish_headers
 from spotter_shared.contracts.base import DeadLetter, dead_letter_subject
-from spotter_shared.contracts.commands import COMMANDS_STREAM, SEND_MESSAGE, Actor, SendMessage
+from spotter_shared.contracts.base import Endpoint
+from spotter_shared.contracts.commands import (
+    CANCEL_SUSPENDED, CANCEL_TURN, COMMANDS_STREAM, CONFIRM_TOOL, PICK_TOOL, SEND_MESSAGE, UNDO, Actor, SendMessage,
+)
 from spotter_shared.contracts.events import conversation_subject
 from tests.factories import make_studio
 
@@ -21,23 +25,29 @@ from .client import send
 from .conftest import Platform
 
 
-async def test_malformed_commands_are_dead_lettered_and_consumer_keeps_serving(platform: Platform, http: httpx.AsyncClient, pool: asyncpg.Pool) -> None:
+@pytest.mark.parametrize("endpoint", [SEND_MESSAGE, CONFIRM_TOOL, PICK_TOOL, UNDO, CANCEL_SUSPENDED, CANCEL_TURN], ids=lambda e: e.subject)
+async def test_malformed_commands_are_dead_lettered_and_consumer_keeps_serving(
+    platform: Platform, http: httpx.AsyncClient, pool: asyncpg.Pool, endpoint: Endpoint,
+) -> None:
     nc = await nats.connect(platform.env["NATS_URL"])
     js = nc.jetstream()
     try:
         letters: asyncio.Queue = asyncio.Queue()
-        sub = await nc.subscribe(dead_letter_subject(SEND_MESSAGE.subject), cb=letters.put)
+        sub = await nc.subscribe(dead_letter_subject(endpoint.subject), cb=letters.put)
         bad = {
             "not-json": b"this is not json",
             "wrong-types": b'{"commandId": 1, "turnId": [], "conversationId": {}, "isNew": "maybe", "actor": 3, "message": 5, "traceId": null}',
             "missing-fields": b'{"message": "hi"}',
         }
         for key, payload in bad.items():
-            ack = await js.publish(SEND_MESSAGE.subject, payload, stream=COMMANDS_STREAM, headers=publish_headers(msg_id=f"bad-{key}-{uuid.uuid4()}"))
-            assert ack.seq > 0
+            if endpoint.stream:
+                ack = await js.publish(endpoint.subject, payload, stream=endpoint.stream, headers=publish_headers(msg_id=f"bad-{key}-{uuid.uuid4()}"))
+                assert ack.seq > 0
+            else:
+                await nc.publish(endpoint.subject, payload)
         got = [DeadLetter.model_validate_json((await asyncio.wait_for(letters.get(), 10)).data) for _ in bad]
         assert sorted(g.payload for g in got) == sorted(p.decode() for p in bad.values())
-        assert all(g.reason.startswith("invalid_request") and g.subject == SEND_MESSAGE.subject for g in got)
+        assert all(g.reason.startswith("invalid_request") and g.subject == endpoint.subject for g in got)
         # Parked durably, not just published.
         assert (await js.stream_info(DLQ_STREAM)).state.messages >= len(bad)
         await sub.unsubscribe()
