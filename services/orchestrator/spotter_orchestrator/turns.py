@@ -308,7 +308,7 @@ class TurnRunner:
         return Failed(ErrorCode.ABORTED, ABORTED_MESSAGE)
 
     # helpers ----------------------------------------------------------------------------------------
-    async def _context(self, cmd: TurnCommand | SendMessage, turn: TurnRecord, emitter: Emitter, logged: list[dict[str, Any]],
+    async def _context(self, cmd: TurnCommand, turn: TurnRecord, emitter: Emitter, logged: list[dict[str, Any]],
                        *, org_page: PageContext | None, ambient: list) -> LoopContext:
         org = await self._store.org_context(cmd.actor.organization_id, cmd.actor.user_id)
         specs = await self._peers.tools(cmd.actor.role, cmd.trace_id)
@@ -325,7 +325,7 @@ class TurnRunner:
         )
 
 
-def _meta(cmd: TurnCommand | SendMessage) -> TurnMeta:
+def _meta(cmd: TurnCommand) -> TurnMeta:
     return TurnMeta(conversation_id=cmd.conversation_id, turn_id=cmd.turn_id, trace_id=cmd.trace_id)
 
 

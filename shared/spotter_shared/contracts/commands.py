@@ -29,17 +29,23 @@ class PageContext(Contract):
     selection: Any = Field(default=None, description="What is selected on that page, if anything.")
 
 
-class SendMessage(Contract):
-    """Start a user turn. Redelivery or re-publication of the same command never starts a second turn."""
+class TurnCommand(Contract):
+    """Fields every turn command shares (send, confirm, pick, undo, cancel)."""
 
     command_id: str = Field(description="Idempotency key; also the Nats-Msg-Id.")
     turn_id: str = Field(description="Id of the turn this command starts.")
+    conversation_id: str = Field(description="Existing conversation.")
+    actor: Actor = Field(description="Caller.")
+    trace_id: str = Field(description="Trace id surfaced on errors.")
+
+
+class SendMessage(TurnCommand):
+    """Start a user turn. Redelivery or re-publication of the same command never starts a second turn."""
+
     conversation_id: str = Field(description="Conversation id (new ones are created by the orchestrator).")
     is_new: bool = Field(description="True when the gateway allocated the conversation id.")
-    actor: Actor = Field(description="Caller.")
     message: str = Field(min_length=1, max_length=16000, description="User text.")
     page_context: PageContext | None = Field(default=None, description="Where the user is in the app.")
-    trace_id: str = Field(description="Trace id surfaced on errors.")
 
 
 SEND_MESSAGE = endpoint(
@@ -51,16 +57,6 @@ SEND_MESSAGE = endpoint(
     description="Send a user turn to a conversation (orchestrator, durable, deduplicated).",
 )
 
-
-
-class TurnCommand(Contract):
-    """Fields every resume command shares."""
-
-    command_id: str = Field(description="Idempotency key; also the Nats-Msg-Id.")
-    turn_id: str = Field(description="Id of the turn this command starts.")
-    conversation_id: str = Field(description="Existing conversation.")
-    actor: Actor = Field(description="Caller.")
-    trace_id: str = Field(description="Trace id surfaced on errors.")
 
 
 class ConfirmTool(TurnCommand):

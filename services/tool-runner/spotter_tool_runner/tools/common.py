@@ -93,3 +93,20 @@ async def require_membership(
 
 def str_or_none(value: Any) -> str | None:
     return None if value is None else str(value)
+
+
+# Tables with a soft delete, and the column that names a row in the deleted-result.
+_SOFT_DELETABLE = {"workouts": "title", "tasks": "title", "programs": "name"}
+
+
+async def soft_delete(conn: asyncpg.Connection, table: str, organization_id: str, row_id: uuid.UUID) -> tuple[str, str] | None:
+    """Mark one live row of the organization deleted; (id, its name) or None when there is none."""
+    label = _SOFT_DELETABLE[table]  # a fixed map, never caller text, so the SQL below is safe
+    row = await conn.fetchrow(
+        f"""UPDATE {table} SET deleted_at = now(), updated_at = now()
+             WHERE id = $1 AND organization_id = $2 AND deleted_at IS NULL
+         RETURNING id, {label} AS label""",
+        row_id,
+        organization_id,
+    )
+    return (str(row["id"]), row["label"]) if row else None

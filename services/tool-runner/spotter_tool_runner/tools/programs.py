@@ -14,7 +14,7 @@ from pydantic import Field
 
 from ..context import ToolContext
 from ..declaration import Audit, Inverse, ToolFailure, ToolInput, ToolOutput, agent_tool
-from .common import IdInput, Name, PatchInput, Text, id_of, require_membership, require_program
+from .common import IdInput, Name, PatchInput, Text, id_of, require_membership, require_program, soft_delete
 
 ProgramKind = Literal["group", "coaching", "feed"]
 
@@ -133,20 +133,14 @@ async def update(ctx: ToolContext, args: ProgramsUpdateInput) -> Program:
     audit=Audit(resource=AUDIT_RESOURCE, action_label="program.deleted"),
 )
 async def delete(ctx: ToolContext, args: IdInput) -> DeletedProgram:
-    row = await ctx.conn.fetchrow(
-        """UPDATE programs SET deleted_at = now(), updated_at = now()
-            WHERE id = $1 AND organization_id = $2 AND deleted_at IS NULL
-        RETURNING id, name""",
-        args.id,
-        ctx.organization_id,
-    )
-    if row is None:
+    deleted = await soft_delete(ctx.conn, "programs", ctx.organization_id, args.id)
+    if deleted is None:
         raise ToolFailure(
             "not_found",
             f"No program {args.id} in this organization (it may have been deleted).",
             hint="Use read__programs_list to find the programId.",
         )
-    return DeletedProgram(id=str(row["id"]), name=row["name"])
+    return DeletedProgram(id=deleted[0], name=deleted[1])
 
 
 @agent_tool(

@@ -11,7 +11,7 @@ from pydantic import Field
 
 from ..context import ToolContext
 from ..declaration import Audit, Inverse, ToolFailure, ToolInput, ToolOutput, agent_tool
-from .common import IdInput, Name, PatchInput, Text, id_of, require_membership, str_or_none
+from .common import IdInput, Name, PatchInput, Text, id_of, require_membership, soft_delete, str_or_none
 
 TaskStatus = Literal["open", "done"]
 
@@ -197,16 +197,10 @@ async def complete(ctx: ToolContext, args: IdInput) -> Task:
     audit=Audit(resource=AUDIT_RESOURCE, action_label="task.deleted"),
 )
 async def delete(ctx: ToolContext, args: IdInput) -> DeletedTask:
-    row = await ctx.conn.fetchrow(
-        """UPDATE tasks SET deleted_at = now(), updated_at = now()
-            WHERE id = $1 AND organization_id = $2 AND deleted_at IS NULL
-        RETURNING id, title""",
-        args.id,
-        ctx.organization_id,
-    )
-    if row is None:
+    deleted = await soft_delete(ctx.conn, "tasks", ctx.organization_id, args.id)
+    if deleted is None:
         raise _not_found(args.id)
-    return DeletedTask(id=str(row["id"]), title=row["title"])
+    return DeletedTask(id=deleted[0], title=deleted[1])
 
 
 def _not_found(task_id: uuid.UUID) -> ToolFailure:

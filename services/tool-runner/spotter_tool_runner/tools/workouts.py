@@ -17,7 +17,7 @@ from pydantic import Field, StringConstraints, model_serializer, model_validator
 
 from ..context import ToolContext
 from ..declaration import Audit, Inverse, ToolFailure, ToolInput, ToolOutput, agent_tool
-from .common import IdInput, Name, PatchInput, Text, id_of, require_program, str_or_none
+from .common import IdInput, Name, PatchInput, Text, id_of, require_program, soft_delete, str_or_none
 
 # inputs --------------------------------------------------------------------------------------------
 
@@ -212,16 +212,10 @@ async def set_sections(ctx: ToolContext, args: WorkoutsSetSectionsInput) -> Work
     audit=Audit(resource=AUDIT_RESOURCE, action_label="workout.deleted"),
 )
 async def delete(ctx: ToolContext, args: IdInput) -> DeletedWorkout:
-    row = await ctx.conn.fetchrow(
-        """UPDATE workouts SET deleted_at = now(), updated_at = now()
-            WHERE id = $1 AND organization_id = $2 AND deleted_at IS NULL
-        RETURNING id, title""",
-        args.id,
-        ctx.organization_id,
-    )
-    if row is None:
+    deleted = await soft_delete(ctx.conn, "workouts", ctx.organization_id, args.id)
+    if deleted is None:
         raise _not_found(args.id)
-    return DeletedWorkout(id=str(row["id"]), title=row["title"])
+    return DeletedWorkout(id=deleted[0], title=deleted[1])
 
 
 # storage -------------------------------------------------------------------------------------------
