@@ -25,36 +25,63 @@ async def _token_for(email: str) -> str:
     return issue_dev_token(settings, user_id)
 
 
-async def _turn(client: httpx.AsyncClient, org_id: str, conversation_id: str | None, text: str) -> str | None:
-    body = {"conversationId": conversation_id, "message": text}
-    async with aconnect_sse(client, "POST", f"/organizations/{org_id}/agent/messages", json=body) as source:
+async def _stream(client: httpx.AsyncClient, url: str, body: dict | None, state: dict) -> None:
+    """POST and print one SSE stream; remembers the conversation id and any pending card."""
+    state["pending"] = None
+    async with aconnect_sse(client, "POST", url, json=body) as source:
         if source.response.status_code != 200:
             await source.response.aread()
             print(f"{RED}{source.response.status_code}: {source.response.text}{RESET}")
-            return conversation_id
+            return
         sys.stdout.write(f"{BOLD}spotter{RESET} ")
         async for sse in source.aiter_sse():
             event = json.loads(sse.data)
             match event["type"]:
                 case "conversation_started":
-                    conversation_id = event["conversationId"]
+                    state["conversation_id"] = event["conversationId"]
                 case "text_delta":
                     sys.stdout.write(event["delta"])
                 case "tool_started":
                     sys.stdout.write(f"\n{DIM}  → {event['router']}.{event['action']} {json.dumps(event['input'])}{RESET}\n")
                 case "tool_completed":
                     status = "ok" if event["ok"] else f"failed: {event.get('output')}"
-                    sys.stdout.write(f"{DIM}  ← {event['router']}.{event['action']} {status}{RESET}\n")
-                case "confirmation_pending" | "disambiguation_pending":
-                    sys.stdout.write(f"\n{DIM}  (waiting for you: {event['type']} — use the web UI){RESET}\n")
+                    undo = " (undo available)" if event.get("inverseAvailable") else ""
+                    sys.stdout.write(f"{DIM}  ← {event['router']}.{event['action']} {status}{undo}{RESET}\n")
+                case "confirmation_pending":
+                    state["pending"] = event
+                    sys.stdout.write(f"\n{BOLD}  needs your approval ({event['confirm']}): {event['router']}.{event['action']} "
+                                     f"{json.dumps(event['input'])}{RESET}\n")
+                case "disambiguation_pending":
+                    state["pending"] = event
+                    sys.stdout.write(f"\n{BOLD}  {event['prompt']}{RESET}\n")
+                    for i, c in enumerate(event["candidates"], 1):
+                        sub = f" — {c['sublabel']}" if c.get("sublabel") else ""
+                        sys.stdout.write(f"    {i}. {c['label']}{sub}\n")
                 case "error":
                     sys.stdout.write(f"\n{RED}error {event['code']}: {event['message']} (trace {event['traceId']}){RESET}\n")
                 case "done":
+                    state["conversation_id"] = event["conversationId"]
                     usage = event["usage"]
                     sys.stdout.write(f"\n{DIM}  [{usage['inputTokens']} in / {usage['outputTokens']} out / "
                                      f"{usage['cacheReadTokens']} cached, ${usage['costUsdMicros'] / 1e6:.4f}]{RESET}\n")
             sys.stdout.flush()
-    return conversation_id
+
+
+async def _answer_pending(client: httpx.AsyncClient, org_id: str, state: dict, ask) -> None:
+    """Confirmation and picker cards, answered at the prompt like the web sheet's buttons."""
+    while state.get("pending"):
+        event = state["pending"]
+        base = f"/organizations/{org_id}/agent/conversations/{state['conversation_id']}"
+        if event["type"] == "confirmation_pending":
+            answer = (await ask("  approve? [y/N] ")).strip().lower()
+            await _stream(client, f"{base}/confirm/{event['toolUseId']}", {"approved": answer in ("y", "yes")}, state)
+        else:
+            answer = (await ask(f"  pick 1-{len(event['candidates'])} (empty: type something else) ")).strip()
+            if not answer.isdigit() or not 1 <= int(answer) <= len(event["candidates"]):
+                state["pending"] = None  # the next message closes the picker (replay guard)
+                return
+            chosen = event["candidates"][int(answer) - 1]["id"]
+            await _stream(client, f"{base}/pick/{event['toolUseId']}", {"id": chosen}, state)
 
 
 async def _chat(url: str, email: str, token: str | None, messages: list[str] | None) -> int:
@@ -68,20 +95,29 @@ async def _chat(url: str, email: str, token: str | None, messages: list[str] | N
         org = staff[0]
         print(f"{DIM}{me['user']['fullName']} ({org['role']}) at {org['organizationName']}. "
               f"Try: who am I? / what programs do we run? / find Saar. Ctrl-D quits.{RESET}")
-        conversation_id = None
+        state: dict = {"conversation_id": None, "pending": None}
+        url = f"/organizations/{org['organizationId']}/agent/messages"
+
+        async def ask(prompt: str) -> str:
+            return await asyncio.to_thread(input, prompt)
+
+        async def say(text: str) -> None:
+            await _stream(client, url, {"conversationId": state["conversation_id"], "message": text}, state)
+            await _answer_pending(client, org["organizationId"], state, ask)
+
         if messages:
             for text in messages:
                 print(f"{BOLD}you{RESET} {text}")
-                conversation_id = await _turn(client, org["organizationId"], conversation_id, text)
+                await say(text)
             return 0
         while True:
             try:
-                text = await asyncio.to_thread(input, f"{BOLD}you{RESET} ")
+                text = await ask(f"{BOLD}you{RESET} ")
             except EOFError:
                 print()
                 return 0
             if text.strip():
-                conversation_id = await _turn(client, org["organizationId"], conversation_id, text)
+                await say(text)
 
 
 def run_chat(url: str, email: str, token: str | None, messages: list[str] | None) -> int:

@@ -142,6 +142,20 @@ async def ensure_streams(broker: NatsBroker) -> None:
             await js.add_stream(config)
 
 
+async def prune_consumers(broker: NatsBroker, stream: str, keep: set[str]) -> list[str]:
+    """Delete durable consumers of `stream` that no current code uses. A work-queue stream allows one
+    consumer per subject, so a consumer left by an older release would block the new one; its
+    unacknowledged messages go to the new consumer."""
+    js = broker.config.connection_state.stream
+    removed = []
+    for info in await js.consumers_info(stream):
+        if info.name not in keep:
+            await js.delete_consumer(stream, info.name)
+            removed.append(info.name)
+            log.warning("removed obsolete consumer %s on %s", info.name, stream)
+    return removed
+
+
 async def request(
     broker: NatsBroker,
     ep: Endpoint,

@@ -14,6 +14,8 @@ from typing import Any
 from .conversation import ambient_item_count, content_blocks, latest_user_text
 from .turns import ToolUseSpec, Turn
 
+_TASK_CREATE_RE = re.compile(r"\b(?:create|add)\s+(?:a\s+)?task\s+(?:called\s+|named\s+)?(.+)", re.I)
+_TASK_DELETE_RE = re.compile(r"\b(?:delete|remove)\s+(?:the\s+)?task\s+(?:called\s+|named\s+)?(.+)", re.I)
 _FIND_RE = re.compile(r"\b(?:find|search(?:\s+for)?|look\s+up)\s+(?:the\s+)?(?:members?\s+)?(.+)", re.I)
 
 
@@ -27,10 +29,19 @@ def respond(body: dict[str, Any]) -> Turn:
     results = [b for b in content_blocks(last) if b.get("type") == "tool_result"] if last["role"] == "user" else []
     if results:
         names = _tool_names_by_id(messages[-2] if len(messages) > 1 else None)
+        chained = _chain(names, results, tools, latest_user_text(messages))
+        if chained is not None:
+            return chained
         return Turn(text=" ".join(_summarise(names.get(r["tool_use_id"], "tool"), r) for r in results))
 
     text = latest_user_text(messages)
     lowered = text.lower()
+    task = _TASK_CREATE_RE.search(text)
+    if task and _clean(task.group(1)):
+        return _call(tools, "create", {"title": _clean(task.group(1))}, router="tasks")
+    task = _TASK_DELETE_RE.search(text)
+    if task and _clean(task.group(1)):
+        return _call(tools, "list", {}, router="tasks")
     if "who am i" in lowered:
         return _call(tools, "get_current_context", {})
     if "program" in lowered:
@@ -44,7 +55,8 @@ def respond(body: dict[str, Any]) -> Turn:
 def _greeting(body: dict[str, Any]) -> str:
     text = (
         "Hi! I'm Spotter, your studio assistant. I can tell you who you're signed in as, "
-        "list your programs, and find members. Just ask."
+        "list your programs, find members (\"find Saar\"), and create or delete tasks "
+        "(\"add a task call the plumber\", \"delete task call the plumber\"). Just ask."
     )
     count = ambient_item_count(body)
     if count is not None:
@@ -52,8 +64,41 @@ def _greeting(body: dict[str, Any]) -> str:
     return text
 
 
-def _call(tools: list[str], action: str, tool_input: dict[str, Any]) -> Turn:
-    name = _find_tool(tools, action)
+def _clean(value: str) -> str:
+    return value.strip(" ?.!\"'")
+
+
+def _chain(names: dict[str, str], results: list[dict[str, Any]], tools: list[str], user_text: str) -> Turn | None:
+    """A second step that depends on the first one's result, as a real model would take it:
+    several members match → ask which one; a pick → its detail; the task list → delete the one named."""
+    if len(results) != 1 or results[0].get("is_error"):
+        return None
+    action = names.get(results[0]["tool_use_id"], "").split("__")[-1]
+    data, _ = _parse_content(results[0].get("content"))
+    if not isinstance(data, dict):
+        return None
+    if action == "members_search" and len(data.get("members") or []) >= 2 and _find_tool(tools, "ask_user_to_pick"):
+        found = _FIND_RE.search(user_text)
+        candidates = [
+            {"id": m["membershipId"], "label": m.get("name") or "?", "sublabel": m.get("plan") or m.get("email")}
+            for m in data["members"][:8] if m.get("membershipId")
+        ]
+        prompt = f"Which {_clean(found.group(1)) if found else 'member'}?"
+        return _call(tools, "ask_user_to_pick", {"kind": "member", "prompt": prompt, "candidates": candidates})
+    if action == "ask_user_to_pick" and data.get("pickedId") and data.get("kind") == "member":
+        return _call(tools, "members_get", {"membershipId": data["pickedId"]})
+    wanted = _TASK_DELETE_RE.search(user_text)
+    if action == "list" and wanted and isinstance(data.get("tasks"), list):
+        name = _clean(wanted.group(1)).lower()
+        match = next((t for t in data["tasks"] if name in str(t.get("title", "")).lower()), None)
+        if match is None:
+            return Turn(text=f"I couldn't find a task called {_clean(wanted.group(1))}.")
+        return _call(tools, "delete", {"id": match["id"]}, router="tasks")
+    return None
+
+
+def _call(tools: list[str], action: str, tool_input: dict[str, Any], router: str = "read") -> Turn:
+    name = f"{router}__{action}" if f"{router}__{action}" in tools else _find_tool(tools, action)
     if name is None:
         return Turn(text=f"I'd use {action.replace('_', ' ')} for that, but that tool isn't available to me here.")
     return Turn(text=_preamble(action), tool_uses=[ToolUseSpec(name=name, input=tool_input)])
@@ -64,6 +109,10 @@ def _preamble(action: str) -> str:
         "get_current_context": "Let me check who you are.",
         "programs_list": "Let me pull up your programs.",
         "members_search": "Let me look that member up.",
+        "ask_user_to_pick": "Several match.",
+        "create": "Creating it.",
+        "list": "Let me find it.",
+        "delete": "Deleting it once you approve.",
     }.get(action, "One moment.")
 
 
@@ -102,6 +151,10 @@ def _summarise(tool: str, result: dict[str, Any]) -> str:
             return f"Found {_member_sentence(items[0])}."
         names = [n for n in (_name(i) for i in items) if n]
         return f"Found {len(items)} members: {', '.join(names)}."
+    if action == "create" and isinstance(data, dict) and data.get("title"):
+        return f"Created \"{data['title']}\". You can undo it."
+    if action == "delete" and isinstance(data, dict) and (data.get("title") or data.get("name")):
+        return f"Deleted \"{data.get('title') or data.get('name')}\"."
     if action == "members_get" and isinstance(data, dict):
         member = data.get("member") if isinstance(data.get("member"), dict) else data
         return f"Here is {_member_sentence(member)}."
@@ -171,7 +224,7 @@ def _first(data: Any, keys: tuple[str, ...]) -> str | None:
 
 
 def _context_sentence(data: dict[str, Any]) -> str:
-    person = next((data[k] for k in ("user", "me", "staff", "actor") if isinstance(data.get(k), dict)), data)
+    person = next((data[k] for k in ("caller", "user", "me", "staff", "actor") if isinstance(data.get(k), dict)), data)
     name = _name(person) or "signed in"
     role = _first(person, ("role", "role_name")) or _first(data, ("role", "role_name"))
     if role is None and isinstance(person.get("roles"), list) and person["roles"]:
@@ -186,5 +239,5 @@ def _member_sentence(member: Any) -> str:
     if not isinstance(member, dict):
         return name
     plan = _first(member, ("plan", "plan_name", "membership_plan", "membership")) or "no plan"
-    status = _first(member, ("payment_status", "billing_status", "payment", "status")) or "unknown"
+    status = _first(member, ("paymentStatus", "payment_status", "billing_status", "payment", "status")) or "unknown"
     return f"{name} — {plan}, payment {status}"

@@ -21,7 +21,7 @@ SAARS = [
 
 async def test_read_tool_turn_streams_in_order_and_persists(http: httpx.AsyncClient, pool: asyncpg.Pool, sim: Sim) -> None:
     studio = await make_studio(pool, extra_members=SAARS)
-    stream = await send(http, studio.org.id, studio.owner.user_id, "find Saar")
+    stream = await send(http, studio.org.id, studio.owner.user_id, "find Saar Levi")
 
     assert stream.status == 200
     types = stream.types()
@@ -36,9 +36,8 @@ async def test_read_tool_turn_streams_in_order_and_persists(http: httpx.AsyncCli
     assert (started["router"], started["action"]) == ("read", "members_search")
     completed = stream.of("tool_completed")[0]
     assert completed["ok"] is True and completed["toolUseId"] == started["toolUseId"]
-    names = {m["name"] for m in completed["output"]["members"]}
-    assert names == {"Saar Cohen", "Saar Levi"}
-    assert "Saar" in stream.text()
+    assert [m["name"] for m in completed["output"]["members"]] == ["Saar Levi"]
+    assert "Saar Levi" in stream.text() and "overdue" in stream.text()
     usage = stream.of("done")[0]["usage"]
     assert set(usage) == {"inputTokens", "outputTokens", "cacheReadTokens", "cacheCreationTokens", "costUsdMicros"}
     assert usage["outputTokens"] > 0 and usage["costUsdMicros"] > 0
@@ -210,7 +209,7 @@ async def test_mid_stream_error_event_is_classified(http: httpx.AsyncClient, poo
 async def test_list_and_detail(http: httpx.AsyncClient, pool: asyncpg.Pool) -> None:
     studio = await make_studio(pool, extra_members=SAARS)
     a = await send(http, studio.org.id, studio.coach.user_id, "who am I?")
-    b = await send(http, studio.org.id, studio.coach.user_id, "find Saar")
+    b = await send(http, studio.org.id, studio.coach.user_id, "find Saar Cohen")
     listing = (await http.get(f"/organizations/{studio.org.id}/agent/conversations", headers=auth(studio.coach.user_id))).json()
     assert [c["id"] for c in listing["conversations"]] == [b.conversation_id, a.conversation_id]
     other = (await http.get(f"/organizations/{studio.org.id}/agent/conversations", headers=auth(studio.admin.user_id))).json()
@@ -220,7 +219,7 @@ async def test_list_and_detail(http: httpx.AsyncClient, pool: asyncpg.Pool) -> N
     assert [m["role"] for m in detail["messages"]] == ["user", "assistant", "tool_result", "assistant"]
     call = detail["messages"][1]["toolCalls"][0]
     assert (call["router"], call["action"], call["status"]) == ("read", "members_search", "succeeded")
-    assert detail["messages"][0]["text"] == "find Saar"
+    assert detail["messages"][0]["text"] == "find Saar Cohen"
     assert detail["usage"]["costUsdMicros"] > 0
 
 
@@ -233,3 +232,17 @@ async def test_me_and_usage(http: httpx.AsyncClient, pool: asyncpg.Pool) -> None
     usage = (await http.get(f"/organizations/{studio.org.id}/agent/usage", headers=auth(studio.owner.user_id))).json()
     assert usage["tier"] == "pro" and usage["capUsdMicros"] == 5_000_000
     assert usage["spentUsdMicros"] > 0 and usage["resetsAt"].endswith(("Z", "+00:00"))
+
+
+async def test_demo_policy_asks_which_saar_and_answers_with_the_pick(http: httpx.AsyncClient, pool: asyncpg.Pool, sim: Sim) -> None:
+    """The newcomer path of `spotter chat`, unscripted: search → "Which Saar?" → pick → detail."""
+    studio = await make_studio(pool, extra_members=SAARS)
+    first = await send(http, studio.org.id, studio.owner.user_id, "find Saar")
+    card = first.of("disambiguation_pending")[0]
+    assert card["prompt"] == "Which Saar?" and sorted(c["label"] for c in card["candidates"]) == ["Saar Cohen", "Saar Levi"]
+    levi = next(c for c in card["candidates"] if c["label"] == "Saar Levi")
+    picked = await sse(http, "POST", f"/organizations/{studio.org.id}/agent/conversations/{first.conversation_id}/pick/{card['toolUseId']}",
+                       json={"id": levi["id"]}, headers=auth(studio.owner.user_id))
+    assert [(e["action"], e["ok"]) for e in picked.of("tool_completed")] == [("ask_user_to_pick", True), ("members_get", True)]
+    assert "Saar Levi" in picked.text() and picked.types()[-1] == "done"
+    assert_requests_valid(await sim.requests())

@@ -10,9 +10,9 @@ from faststream.middlewares import AckPolicy
 from faststream.nats import NatsMessage, PullSub
 from nats.js.api import ConsumerConfig
 
-from spotter_shared.bus import COMMANDS_JSTREAM, create_broker, park
+from spotter_shared.bus import COMMANDS_JSTREAM, create_broker, park, prune_consumers
 from spotter_shared.contracts.commands import (
-    CANCEL_SUSPENDED, CANCEL_TURN, CONFIRM_TOOL, ORCHESTRATOR_DURABLE, PICK_TOOL, SEND_MESSAGE, UNDO, CancelSuspended,
+    CANCEL_SUSPENDED, CANCEL_TURN, COMMANDS_STREAM, CONFIRM_TOOL, ORCHESTRATOR_DURABLE, PICK_TOOL, SEND_MESSAGE, UNDO, CancelSuspended,
     CancelTurn, ConfirmTool, PickTool, SendMessage, UndoTool,
 )
 from spotter_shared.service import Holder, Infra, run_app, service_app
@@ -30,12 +30,16 @@ def create_app(settings: OrchestratorSettings) -> FastStream:
     core: Holder[TurnRunner] = Holder()
     model = ModelClient(settings)
 
+    durables: set[str] = set()
+
     def command_subscriber(subject: str, description: str):
-        # All turn commands share one durable pull consumer per subject on the commands stream.
+        # One durable pull consumer per command subject on the commands stream, shared by replicas.
+        durable = f"{ORCHESTRATOR_DURABLE}-{subject.rsplit('.', 1)[-1]}"
+        durables.add(durable)
         return broker.subscriber(
             subject,
             stream=COMMANDS_JSTREAM,
-            durable=f"{ORCHESTRATOR_DURABLE}-{subject.rsplit('.', 1)[-1]}",
+            durable=durable,
             pull_sub=PullSub(timeout=1.0),
             config=ConsumerConfig(ack_wait=settings.spotter_ack_wait_s, max_deliver=-1, max_ack_pending=1000),
             ack_policy=AckPolicy.MANUAL,
@@ -81,6 +85,7 @@ def create_app(settings: OrchestratorSettings) -> FastStream:
         await msg.ack_sync()
 
     async def on_ready(infra: Infra) -> None:
+        await prune_consumers(broker, COMMANDS_STREAM, durables)
         store = Store(infra.pool)
         peers = Peers(broker, rag_budget_s=settings.spotter_rag_budget_ms / 1000, tool_timeout_s=settings.spotter_tool_timeout_s)
         lock = TurnLock(infra.redis, settings.spotter_turn_lock_ttl_s)
