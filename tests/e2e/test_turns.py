@@ -7,6 +7,7 @@ import uuid
 
 import asyncpg
 import httpx
+import pytest
 
 from tests.factories import make_studio
 
@@ -246,3 +247,43 @@ async def test_demo_policy_asks_which_saar_and_answers_with_the_pick(http: httpx
     assert [(e["action"], e["ok"]) for e in picked.of("tool_completed")] == [("ask_user_to_pick", True), ("members_get", True)]
     assert "Saar Levi" in picked.text() and picked.types()[-1] == "done"
     assert_requests_valid(await sim.requests())
+
+
+async def test_thinking_blocks_are_replayed_unchanged_and_never_shown(http: httpx.AsyncClient, pool: asyncpg.Pool, sim: Sim) -> None:
+    studio = await make_studio(pool, extra_members=SAARS)
+    await sim.script("think then search", {"thinking": "PRIVATE-REASONING about which tool fits.", "text": None,
+                                           "tool_uses": [{"name": "read__members_search", "input": {"query": "Saar"}}]},
+                     {"text": "Two members found.", "tool_uses": []})
+    stream = await send(http, studio.org.id, studio.owner.user_id, "think then search")
+    assert "PRIVATE-REASONING" not in stream.text() and stream.types()[-1] == "done"
+    stored = await rows(pool, "SELECT content FROM ai_messages WHERE conversation_id = $1 AND role = 'assistant' ORDER BY position",
+                        uuid.UUID(stream.conversation_id))
+    thinking = stored[0]["content"][0]
+    assert thinking["type"] == "thinking" and thinking["signature"]
+    follow_up = (await sim.requests())[-1]
+    replayed = follow_up["body"]["messages"][1]["content"][0]
+    assert replayed == thinking  # byte-for-byte, signature included (the simulator verifies it)
+    assert follow_up["verdict"]["ok"]
+    # Sonnet 5.x: lowest thinking setting, never `disabled` (the API rejects it).
+    assert follow_up["body"]["thinking"] == {"type": "between_tools"}
+
+
+@pytest.mark.parametrize(("status", "code"), [(429, "provider_rate_limited"), (500, "provider_unavailable"), (503, "provider_unavailable")])
+async def test_provider_http_errors_map_to_stable_codes(http: httpx.AsyncClient, pool: asyncpg.Pool, sim: Sim, status: int, code: str) -> None:
+    studio = await make_studio(pool)
+    message = f"fail with {status} please"
+    await sim.fault(status=status, count=1, match=message, retry_after=0.01 if status == 429 else None)
+    stream = await send(http, studio.org.id, studio.owner.user_id, message)
+    error = stream.of("error")[0]
+    assert error["code"] == code and uuid.UUID(error["traceId"])
+    assert stream.types()[-1] == "done"
+    # The reservation was released: nothing was charged for the failed call.
+    assert stream.of("done")[0]["usage"]["costUsdMicros"] == 0
+
+
+async def test_disabled_agent_answers_agent_disabled(http: httpx.AsyncClient, pool: asyncpg.Pool) -> None:
+    studio = await make_studio(pool)
+    await pool.execute("UPDATE organizations SET agent_enabled = false WHERE id = $1", uuid.UUID(studio.org.id))
+    stream = await send(http, studio.org.id, studio.owner.user_id, "who am I?")
+    assert stream.types() == ["conversation_started", "error", "done"]
+    assert stream.of("error")[0]["code"] == "agent_disabled"
