@@ -9,6 +9,7 @@ from typing import Any, TypeVar
 
 from faststream.middlewares import ExceptionMiddleware
 from faststream.nats import JStream, NatsBroker, NatsMessage
+from faststream.nats.opentelemetry import NatsTelemetryMiddleware
 from faststream.response import Response
 from nats.js.api import RetentionPolicy, StorageType, StreamConfig
 from nats.js.errors import NotFoundError
@@ -121,7 +122,8 @@ def create_broker(nats_url: str, name: str) -> NatsBroker:
     ref: list[NatsBroker] = []
     broker = NatsBroker(
         nats_url,
-        middlewares=[contract_errors(ref)],
+        # Trace context travels in NATS headers, so one trace spans gateway → orchestrator → tools.
+        middlewares=[NatsTelemetryMiddleware(include_messages_counters=False), contract_errors(ref)],
         name=name,
         max_reconnect_attempts=-1,
         reconnect_time_wait=0.5,

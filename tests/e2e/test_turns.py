@@ -287,3 +287,10 @@ async def test_disabled_agent_answers_agent_disabled(http: httpx.AsyncClient, po
     stream = await send(http, studio.org.id, studio.owner.user_id, "who am I?")
     assert stream.types() == ["conversation_started", "error", "done"]
     assert stream.of("error")[0]["code"] == "agent_disabled"
+
+
+async def test_web_ui_is_served(http: httpx.AsyncClient) -> None:
+    page = await http.get("/")
+    assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
+    for hook in ("/confirm/", "/pick/", "/undo/", "/cancel", "confirmation_pending", "disambiguation_pending"):
+        assert hook in page.text
