@@ -13,11 +13,12 @@ import asyncpg
 from spotter_shared.auth import issue_dev_token
 from spotter_shared.contracts import CATALOG
 from spotter_shared.db import migrate
-from spotter_shared.settings import AuthSettings
+from spotter_shared.settings import AuthSettings, CommonSettings
 
 
 def _migrate(_: argparse.Namespace) -> int:
-    applied = asyncio.run(migrate(AuthSettings().database_url))
+    # CommonSettings, not AuthSettings: a migration job needs the database, not the JWT set-up.
+    applied = asyncio.run(migrate(CommonSettings().database_url))
     print(f"applied {len(applied)} migration(s): {', '.join(applied) or 'none pending'}", file=sys.stderr)
     return 0
 
@@ -25,7 +26,7 @@ def _migrate(_: argparse.Namespace) -> int:
 def _seed(_: argparse.Namespace) -> int:
     from .seed import seed_demo
 
-    summary = asyncio.run(seed_demo(AuthSettings().database_url))
+    summary = asyncio.run(seed_demo(CommonSettings().database_url))
     print(f"seeded: {summary}", file=sys.stderr)
     return 0
 

@@ -133,10 +133,11 @@ def create_broker(nats_url: str, name: str) -> NatsBroker:
     return broker
 
 
-async def ensure_streams(broker: NatsBroker) -> None:
+async def ensure_streams(broker: NatsBroker, replicas: int = 1) -> None:
     """Create or update our streams; safe to run from every replica at every start."""
     js = broker.config.connection_state.stream
-    for config in STREAMS:
+    for base in STREAMS:
+        config = StreamConfig.from_response({**base.as_dict(), "num_replicas": replicas})
         try:
             await js.stream_info(config.name)
             await js.update_stream(config)

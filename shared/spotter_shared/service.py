@@ -57,7 +57,7 @@ def service_app(
         pool = await create_pool(settings.database_url, max_size=settings.spotter_db_pool_max)
         redis = Redis.from_url(settings.redis_url, decode_responses=True)
         await broker.connect()
-        await ensure_streams(broker)
+        await ensure_streams(broker, settings.spotter_jetstream_replicas)
         await on_ready(Infra(broker=broker, pool=pool, redis=redis))
         try:
             yield

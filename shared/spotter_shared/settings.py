@@ -21,6 +21,8 @@ class CommonSettings(BaseSettings):
     # "none" keeps spans in-process (still propagated); "console" prints them.
     spotter_otel_exporter: Literal["none", "console"] = "none"
     spotter_db_pool_max: int = 10
+    # JetStream stream replicas: 1 on a single server, 3 on a production cluster (survives a node).
+    spotter_jetstream_replicas: int = 1
 
 
 class AuthSettings(CommonSettings):

@@ -42,7 +42,7 @@ def create_app(settings: GatewaySettings) -> FastAPI:
         app.state.redis = Redis.from_url(settings.redis_url, decode_responses=True)
         app.state.broker = create_broker(settings.nats_url, "gateway")
         await app.state.broker.connect()
-        await ensure_streams(app.state.broker)
+        await ensure_streams(app.state.broker, settings.spotter_jetstream_replicas)
         app.state.nats = app.state.broker.config.connection_state.connection
         app.state.verifier = TokenVerifier(settings)
         app.state.turn_lock = TurnLock(app.state.redis, settings.spotter_turn_lock_ttl_s)
