@@ -180,21 +180,26 @@ class Store:
         """Append to the log. With `finish`, the turn's terminal status commits together with its
         `done`: a crash can leave neither or both, never a `done` on a turn that still runs (which
         redelivery would finish twice) nor a finished turn without its `done`."""
+        if finish is None:
+            return await self._append_event(self.pool, conversation_id, turn_id, type_, data)
         async with self.pool.acquire() as conn, conn.transaction():
-            # One statement: bump the conversation's counter (row lock) and insert with that number.
-            seq = await conn.fetchval(
-                """WITH s AS (UPDATE ai_conversations SET last_event_seq = last_event_seq + 1
-                              WHERE id = $1 RETURNING last_event_seq)
-                   INSERT INTO ai_conversation_events (conversation_id, seq, turn_id, type, data)
-                   SELECT $1, last_event_seq, $2, $3, $4 FROM s RETURNING seq""",
-                uuid.UUID(conversation_id), uuid.UUID(turn_id), type_, data,
+            seq = await self._append_event(conn, conversation_id, turn_id, type_, data)
+            await conn.execute(
+                "UPDATE ai_turns SET status = $2, error_code = $3, finished_at = now() WHERE id = $1",
+                uuid.UUID(turn_id), finish[0], finish[1],
             )
-            if finish is not None:
-                await conn.execute(
-                    "UPDATE ai_turns SET status = $2, error_code = $3, finished_at = now() WHERE id = $1",
-                    uuid.UUID(turn_id), finish[0], finish[1],
-                )
         return seq
+
+    @staticmethod
+    async def _append_event(db: asyncpg.Pool | asyncpg.Connection, conversation_id: str, turn_id: str, type_: str, data: dict[str, Any]) -> int:
+        # One statement: bump the conversation's counter (row lock) and insert with that number.
+        return await db.fetchval(
+            """WITH s AS (UPDATE ai_conversations SET last_event_seq = last_event_seq + 1
+                          WHERE id = $1 RETURNING last_event_seq)
+               INSERT INTO ai_conversation_events (conversation_id, seq, turn_id, type, data)
+               SELECT $1, last_event_seq, $2, $3, $4 FROM s RETURNING seq""",
+            uuid.UUID(conversation_id), uuid.UUID(turn_id), type_, data,
+        )
 
     async def turn_events(self, conversation_id: str, turn_id: str) -> list[dict[str, Any]]:
         rows = await self.pool.fetch(
