@@ -33,7 +33,7 @@ def ratio_table(cells: list[dict[str, Any]]) -> str:
         "|---|---:|---|---:|---:|---:|---:|",
     ]
     for c in cells:
-        d, g, r = c["direct"], c["gateway"], c["ratios"]
+        d, r = c["direct"], c["ratios"]
         rows.append(
             f"| {c['title']} | {c['concurrency']} | direct (baseline) | 1.00× ({_ms(d['ttft_p50_ms'])}) "
             f"| 1.00× ({_ms(d['ttft_p95_ms'])}) | 1.00× ({_ms(d['turn_p50_ms'])}) | 1.00× ({_tps(d['turns_per_s'])}) |"

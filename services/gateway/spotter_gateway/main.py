@@ -19,7 +19,6 @@ from spotter_shared import telemetry
 from spotter_shared.auth import TokenVerifier
 from spotter_shared.bus import create_broker, ensure_streams
 from spotter_shared.db import create_pool
-from spotter_shared.errors import ErrorCode
 from spotter_shared.turnlock import TurnLock
 
 from . import agent, errors, hitl

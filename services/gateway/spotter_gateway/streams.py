@@ -103,7 +103,7 @@ class EventFeed:
                     check_running = True
                     idle += POLL_S
                     if idle >= idle_timeout_s:
-                        raise StreamIdle()
+                        raise StreamIdle() from None
         finally:
             await self.close()
 
