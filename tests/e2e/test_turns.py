@@ -294,3 +294,15 @@ async def test_web_ui_is_served(http: httpx.AsyncClient) -> None:
     assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
     for hook in ("/confirm/", "/pick/", "/undo/", "/cancel", "confirmation_pending", "disambiguation_pending"):
         assert hook in page.text
+
+
+async def test_retried_post_with_idempotency_key_replays_the_same_turn(http: httpx.AsyncClient, pool: asyncpg.Pool) -> None:
+    studio = await make_studio(pool)
+    key = f"retry-{uuid.uuid4()}"
+    headers = {**auth(studio.owner.user_id), "Idempotency-Key": key}
+    url = f"/organizations/{studio.org.id}/agent/messages"
+    first = await sse(http, "POST", url, json={"conversationId": None, "message": "who am I?"}, headers=headers)
+    again = await sse(http, "POST", url, json={"conversationId": None, "message": "who am I?"}, headers=headers)
+    assert again.events == first.events and again.ids == first.ids
+    assert await pool.fetchval("SELECT count(*) FROM ai_turns t JOIN ai_conversations c ON c.id = t.conversation_id WHERE c.organization_id = $1",
+                               uuid.UUID(studio.org.id)) == 1

@@ -1,6 +1,8 @@
 """Serving a conversation's event log as SSE: stored events after a sequence number, then live
-events from NATS, in order and each once. NATS is only a wake-up: every gap is re-read from the
-log, so a lost publish or a second gateway replica changes nothing for the client."""
+events from NATS, in order and each once. A live event is used as it arrives only when it is the
+very next sequence number (it was stored before it was published); any gap — a lost publish, a
+subscriber that started late — is re-read from the log, so NATS can drop anything without the
+client noticing."""
 
 from __future__ import annotations
 
@@ -15,8 +17,9 @@ from typing import Any
 import asyncpg
 from nats.aio.client import Client as NatsClient
 from nats.aio.subscription import Subscription
+from pydantic import ValidationError
 
-from spotter_shared.contracts.events import conversation_subject
+from spotter_shared.contracts.events import ConversationEvent, conversation_subject
 
 log = logging.getLogger(__name__)
 
@@ -47,9 +50,18 @@ class EventFeed:
         self._conversation_id = conversation_id
         self._wake = asyncio.Event()
         self._sub: Subscription | None = None
+        self._live: dict[int, LoggedEvent] = {}
 
     async def open(self) -> "EventFeed":
-        async def on_msg(_msg: Any) -> None:
+        async def on_msg(msg: Any) -> None:
+            try:
+                envelope = ConversationEvent.model_validate_json(msg.data)
+            except ValidationError:
+                envelope = None  # not a valid event: it still wakes us, and the log decides
+            if envelope is not None and envelope.conversation_id == self._conversation_id:
+                # Same dump as the orchestrator stored, so live and replayed bytes are identical.
+                data = envelope.event.model_dump(mode="json", exclude_none=True)
+                self._live[envelope.seq] = LoggedEvent(seq=envelope.seq, turn_id=envelope.turn_id, type=data["type"], data=data)
             self._wake.set()
 
         self._sub = await self._nc.subscribe(conversation_subject(self._conversation_id), cb=on_msg)
@@ -62,6 +74,16 @@ class EventFeed:
             except Exception:  # noqa: BLE001 — connection may already be closing
                 pass
             self._sub = None
+
+    def _take_live(self, after: int) -> list[LoggedEvent]:
+        """Live events that continue the sequence right after `after`; empty when there is a gap."""
+        for seq in [seq for seq in self._live if seq <= after]:
+            del self._live[seq]
+        taken = []
+        while after + 1 in self._live:
+            after += 1
+            taken.append(self._live.pop(after))
+        return taken
 
     async def read_after(self, after: int) -> list[LoggedEvent]:
         rows = await self._pool.fetch(
@@ -82,7 +104,7 @@ class EventFeed:
         try:
             while True:
                 self._wake.clear()
-                batch = await self.read_after(cursor)
+                batch = self._take_live(cursor) or await self.read_after(cursor)
                 for event in batch:
                     cursor = event.seq
                     yield event
