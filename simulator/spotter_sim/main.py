@@ -20,7 +20,9 @@ def run() -> None:
     overrides = {k: v for k, v in (("host", args.host), ("port", args.port)) if v is not None}
     if overrides:
         config = config.model_copy(update=overrides)
-    uvicorn.run(create_app(config), host=config.host, port=config.port, log_level=config.log_level)
+    # Keep idle connections open like the real API does behind its load balancers; uvicorn's 5 s default
+    # races pooled SDK clients (a request sent on a socket the server is closing fails to connect).
+    uvicorn.run(create_app(config), host=config.host, port=config.port, log_level=config.log_level, timeout_keep_alive=75)
 
 
 if __name__ == "__main__":
