@@ -187,7 +187,3 @@ def publish_headers(msg_id: str | None = None, trace_id: str | None = None) -> d
     if trace_id:
         headers[TRACE_HEADER] = trace_id
     return headers
-
-
-def loads(raw: bytes) -> object:
-    return json.loads(raw)

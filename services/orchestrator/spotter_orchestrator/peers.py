@@ -11,7 +11,7 @@ from nats.errors import NoRespondersError
 
 from spotter_shared import bus
 from spotter_shared.contracts.billing import (
-    BUDGET_CHECK, RESERVE, SETTLE, BudgetCheck, BudgetVerdict, ModelUsage, ReserveBudget, Reservation, SettleUsage,
+    BUDGET_CHECK, RESERVE, SETTLE, BudgetCheck, BudgetVerdict, ReserveBudget, Reservation, SettleUsage,
     Settlement,
 )
 from spotter_shared.contracts.commands import Role
@@ -95,7 +95,3 @@ class Peers:
             return []
         assert isinstance(res, AmbientResult)
         return res.hits
-
-
-def zero_usage() -> ModelUsage:
-    return ModelUsage()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import uuid
 from dataclasses import dataclass
 from typing import Any
@@ -11,9 +10,6 @@ import asyncpg
 
 from spotter_shared.contracts.commands import SendMessage
 from spotter_shared.contracts.events import TurnUsage
-
-TERMINAL_TURN = ("completed", "failed", "aborted", "suspended")
-
 
 @dataclass(frozen=True)
 class TurnRecord:
@@ -272,7 +268,3 @@ def _turn(row: asyncpg.Record) -> TurnRecord:
             cost_usd_micros=row["cost_usd_micros"],
         ),
     )
-
-
-def dumps(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
