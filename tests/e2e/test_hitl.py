@@ -206,6 +206,11 @@ async def test_undo_runs_the_inverse_and_links_audit_rows(http: httpx.AsyncClien
     audit = await rows(pool, "SELECT id, action, resource_id, metadata FROM audit_logs WHERE organization_id = $1 ORDER BY created_at", uuid.UUID(studio.org.id))
     assert len(audit) == 2 and {a["resource_id"] for a in audit} == {wid}
     assert audit[1]["metadata"].get("undoOf") == str(audit[0]["id"])
+    # The model learns of the undo on the next turn.
+    await send(http, studio.org.id, studio.owner.user_id, "who am I?", cid)
+    history = (await sim.requests())[-2]["body"]["messages"]
+    notes = [b["text"] for m in history if m["role"] == "user" for b in m["content"] if b.get("type") == "text" and "app_event" in b.get("text", "")]
+    assert len(notes) == 1 and "workouts__delete" in notes[0] and created["toolUseId"] in notes[0]
     listing = (await http.get(f"/organizations/{studio.org.id}/audit-logs?agent=true", headers=auth(studio.owner.user_id))).json()
     assert len(listing["auditLogs"]) == 2
     assert (await http.get(f"/organizations/{studio.org.id}/audit-logs", headers=auth(studio.coach.user_id))).status_code == 403

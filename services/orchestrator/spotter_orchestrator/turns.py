@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -300,6 +301,12 @@ class TurnRunner:
         if undone.outcome.status != "succeeded":
             error = undone.outcome.error
             return Failed(ErrorCode.UNDO_UNAVAILABLE, error.message if error else "The undo did not succeed.")
+        if not any(m.turn_id == cmd.turn_id for m in await self._store.messages(cmd.conversation_id)):
+            # The model must know: without this its next answer would assume the write still stands.
+            note = (f'<app_event kind="undo">The user pressed Undo on {cmd.tool_use_id}; the app ran '
+                    f"{undone.router}__{undone.action} {json.dumps(undone.input)} and it succeeded.</app_event>")
+            await self._store.append_message(cmd.conversation_id, cmd.turn_id, "user", [{"type": "text", "text": note}],
+                                             page_context={"appEvent": "undo", "toolUseId": cmd.tool_use_id})
         return Finished(stop_reason="undo")
 
     async def _run_cancel(self, cmd: CancelSuspended, emitter: Emitter) -> Outcome:
