@@ -37,7 +37,7 @@ from .model import ModelClient
 from .peers import Peers
 from .prompt import system_blocks, tool_params
 from .settings import OrchestratorSettings
-from .store import StoredMessage, Store, TurnRecord
+from .store import OrgContext, StoredMessage, Store, TurnRecord
 
 log = logging.getLogger(__name__)
 
@@ -203,7 +203,7 @@ class TurnRunner:
 
         await delivery.keepalive()
         ambient = await self._peers.ambient(cmd.actor.organization_id, cmd.message, cmd.trace_id)
-        ctx = await self._context(cmd, turn, emitter, logged, org_page=cmd.page_context, ambient=ambient)
+        ctx = await self._context(cmd, turn, emitter, logged, org_page=cmd.page_context, ambient=ambient, org=org)
         step = resume_point(stored, cmd.turn_id)
         if isinstance(step, CallModel):
             emitter.suppress_prefix(len(unfinished_text(logged)))
@@ -316,8 +316,8 @@ class TurnRunner:
 
     # helpers ----------------------------------------------------------------------------------------
     async def _context(self, cmd: TurnCommand, turn: TurnRecord, emitter: Emitter, logged: list[dict[str, Any]],
-                       *, org_page: PageContext | None, ambient: list) -> LoopContext:
-        org = await self._store.org_context(cmd.actor.organization_id, cmd.actor.user_id)
+                       *, org_page: PageContext | None, ambient: list, org: OrgContext | None = None) -> LoopContext:
+        org = org or await self._store.org_context(cmd.actor.organization_id, cmd.actor.user_id)
         specs = await self._peers.tools(cmd.actor.role, cmd.trace_id)
         return LoopContext(
             conversation_id=cmd.conversation_id, turn_id=cmd.turn_id, trace_id=cmd.trace_id, actor=cmd.actor,
