@@ -1,5 +1,5 @@
-"""The AsyncAPI document of the whole bus, generated from the services' own FastStream brokers
-(each handler's pydantic parameter is the contract) plus the subjects only published."""
+"""The AsyncAPI document of the whole bus, generated from the services' own FastStream brokers:
+each handler's pydantic parameter is the contract, and every publisher is declared."""
 
 from __future__ import annotations
 
@@ -8,9 +8,6 @@ from pathlib import Path
 
 from faststream.specification import AsyncAPI
 
-from spotter_shared.bus import create_broker
-from spotter_shared.contracts.commands import SEND_MESSAGE
-from spotter_shared.contracts.events import CONVERSATION_EVENTS
 
 DOC_PATH = Path("deploy/asyncapi.json")
 DOC_SERVER = "nats://nats:4222"
@@ -18,6 +15,8 @@ DOC_SERVER = "nats://nats:4222"
 
 def build() -> dict:
     from spotter_billing.main import BillingSettings, create_app as billing_app
+    from spotter_gateway.main import create_broker as gateway_broker
+    from spotter_gateway.settings import GatewaySettings
     from spotter_orchestrator.main import create_app as orchestrator_app
     from spotter_orchestrator.settings import OrchestratorSettings
     from spotter_rag.main import RagSettings, create_app as rag_app
@@ -31,11 +30,7 @@ def build() -> dict:
         billing_app(BillingSettings(**url)),
         rag_app(RagSettings(**url)),
     ]
-    # Subjects that are published but not consumed by a FastStream handler.
-    published = create_broker(DOC_SERVER, "docs")
-    published.publisher(SEND_MESSAGE.subject, schema=SEND_MESSAGE.payload, description="Published by the gateway. " + SEND_MESSAGE.description)
-    published.publisher(CONVERSATION_EVENTS.subject, schema=CONVERSATION_EVENTS.payload, description="Published by the orchestrator. " + CONVERSATION_EVENTS.description)
-    spec = AsyncAPI(*(app.broker for app in apps), published, title="Spotter bus", version="0.1.0",
+    spec = AsyncAPI(gateway_broker(GatewaySettings(**url)), *(app.broker for app in apps), title="Spotter bus", version="0.1.0",
                     description="Every NATS subject of Spotter and its contract.")
     return json.loads(spec.to_specification().to_json())
 

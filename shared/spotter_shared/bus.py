@@ -3,15 +3,18 @@ and idempotent JetStream provisioning."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
-from typing import Any, TypeVar
+from typing import Any
 
 from faststream.middlewares import ExceptionMiddleware
-from faststream.nats import JStream, NatsBroker, NatsMessage
+from faststream.nats import JStream, NatsBroker, NatsMessage, NatsRouter
+from faststream.nats.publisher.usecase import LogicPublisher as Publisher
 from faststream.nats.opentelemetry import NatsTelemetryMiddleware
 from faststream.response import Response
 from nats.js.api import RetentionPolicy, StorageType, StreamConfig
+from nats.errors import NoRespondersError
 from nats.js.errors import NotFoundError
 from pydantic import ValidationError
 
@@ -23,14 +26,14 @@ from .contracts.base import (
     DeadLetter,
     Endpoint,
     ErrorReply,
+    P,
+    R,
     dead_letter_subject,
 )
-from .contracts.commands import COMMAND_SUBJECTS, COMMANDS_STREAM
+from .contracts.commands import COMMAND_SUBJECTS, COMMANDS_STREAM, TurnCommand
 from .errors import ErrorCode, RemoteError, SpotterError
 
 log = logging.getLogger(__name__)
-
-R = TypeVar("R", bound=Contract)
 
 DLQ_STREAM = "SPOTTER_DLQ"
 
@@ -161,13 +164,16 @@ async def prune_consumers(broker: NatsBroker, stream: str, keep: set[str]) -> li
 
 async def request(
     broker: NatsBroker,
-    ep: Endpoint,
-    payload: Contract,
+    ep: Endpoint[P, R],
+    payload: P,
     *,
     timeout: float,
     trace_id: str | None = None,
-) -> Contract:
-    """Typed request/reply. Raises RemoteError for a typed error reply, TimeoutError on deadline."""
+) -> R:
+    """Typed request/reply: returns the endpoint's reply type. Raises RemoteError for a typed error
+    reply, TimeoutError on deadline."""
+    if ep.reply is None:
+        raise TypeError(f"{ep.subject} is a {ep.pattern}, not a request")
     headers = {TRACE_HEADER: trace_id} if trace_id else None
     msg = await broker.request(payload.to_bytes(), ep.subject, timeout=timeout, headers=headers)
     body = msg.body
@@ -175,8 +181,56 @@ async def request(
     if code:
         err = ErrorReply.model_validate_json(body)
         raise RemoteError(err.code, err.message)
-    assert ep.reply is not None
     return ep.reply.model_validate_json(body)
+
+
+async def request_patiently(
+    broker: NatsBroker,
+    ep: Endpoint[P, R],
+    payload: P,
+    *,
+    timeout: float,
+    attempts: int,
+    trace_id: str | None = None,
+    backoff_s: float = 0.3,
+) -> R:
+    """`request` for idempotent endpoints: a timeout, or a moment with no responder connected (a
+    restart), is answered by asking again, backing off a little more each time."""
+    for attempt in range(1, attempts + 1):
+        try:
+            return await request(broker, ep, payload, timeout=timeout, trace_id=trace_id)
+        except TimeoutError:
+            log.warning("%s timed out (attempt %d of %d)", ep.subject, attempt, attempts)
+        except NoRespondersError:
+            log.warning("no responder on %s (attempt %d of %d)", ep.subject, attempt, attempts)
+            await asyncio.sleep(backoff_s * attempt)
+    raise TimeoutError(f"no answer on {ep.subject} after {attempts} attempts")
+
+
+def subscriber(router: NatsRouter, ep: Endpoint[P, R], **options: Any) -> Any:
+    """A declared subscriber for a request or event endpoint: subject, queue group and description
+    come from the endpoint, the handler's parameter is its payload contract."""
+    if ep.queue and "queue" not in options:
+        options["queue"] = ep.queue
+    return router.subscriber(ep.subject, description=ep.description, **options)
+
+
+def publisher(router: NatsRouter, ep: Endpoint[P, R]) -> Publisher:
+    """A declared publisher: the AsyncAPI document shows who publishes what. A wildcard subject
+    (per-conversation events) is given concretely at publish time."""
+    stream = JStream(name=ep.stream, declare=False) if ep.stream else None
+    return router.publisher(ep.subject, stream=stream, schema=ep.payload, description=ep.description)
+
+
+async def publish(pub: Publisher, message: Contract, *, subject: str = "", headers: dict[str, str] | None = None) -> None:
+    """Publish a contract through its declared publisher, as the same camelCase JSON every
+    consumer validates (`subject` fills in a wildcard endpoint such as per-conversation events)."""
+    await pub.publish(message.to_bytes(), subject=subject, headers=headers)
+
+
+async def publish_command(pub: Publisher, command: TurnCommand) -> None:
+    """Publish a durable turn command: JetStream drops a re-publication with the same command id."""
+    await publish(pub, command, headers=publish_headers(msg_id=command.command_id, trace_id=command.trace_id))
 
 
 def publish_headers(msg_id: str | None = None, trace_id: str | None = None) -> dict[str, str]:

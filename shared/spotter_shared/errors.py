@@ -48,14 +48,15 @@ HTTP_STATUS: dict[ErrorCode, int] = {
 class SpotterError(Exception):
     """An expected failure with a stable code; surfaces to clients as-is."""
 
-    def __init__(self, code: ErrorCode, message: str) -> None:
+    def __init__(self, code: ErrorCode, message: str, *, status: int | None = None) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
+        self._status = status
 
     @property
     def http_status(self) -> int:
-        return HTTP_STATUS.get(self.code, 500)
+        return self._status or HTTP_STATUS.get(self.code, 500)
 
 
 class RemoteError(Exception):
@@ -65,3 +66,8 @@ class RemoteError(Exception):
         super().__init__(f"{code}: {message}")
         self.code = code
         self.message = message
+
+    def as_spotter(self) -> SpotterError:
+        """The same failure for a client: its stable code when it has one, `internal` otherwise."""
+        code = ErrorCode(self.code) if self.code in ErrorCode._value2member_map_ else ErrorCode.INTERNAL
+        return SpotterError(code, self.message)

@@ -1,5 +1,5 @@
-"""The common shape of a NATS service process: one FastStream app whose lifespan opens and closes
-the Postgres pool and Redis client, handing them to the service's core once ready."""
+"""The common shape of a service process: one lifespan that opens and closes the Postgres pool, the
+Redis client and the broker, shared by the FastStream services and the gateway's FastAPI app."""
 
 from __future__ import annotations
 
@@ -7,34 +7,21 @@ import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import Any
 
 import asyncpg
 from faststream import FastStream
-from faststream.nats import NatsBroker
+from faststream.nats import NatsBroker, NatsRouter
 from redis.asyncio import Redis
 
 from . import telemetry
-from .bus import ensure_streams
+from .bus import create_broker, ensure_streams
 from .db import create_pool
 from .settings import CommonSettings
 
-T = TypeVar("T")
-
-
-class Holder(Generic[T]):
-    """The core object a handler calls; set once the lifespan has opened its resources."""
-
-    def __init__(self) -> None:
-        self._value: T | None = None
-
-    def set(self, value: T) -> None:
-        self._value = value
-
-    def get(self) -> T:
-        if self._value is None:
-            raise RuntimeError("service core used before start-up finished")
-        return self._value
+# The name under which a service's core object sits in the broker's context; module-level handlers
+# take it as `core: Core = Context(CORE)`.
+CORE = "core"
 
 
 @dataclass
@@ -44,28 +31,55 @@ class Infra:
     redis: Redis
 
 
+def service_broker(name: str, settings: CommonSettings, *routers: NatsRouter) -> NatsBroker:
+    """The service's broker with its module-level routers included; usable without connecting
+    (AsyncAPI generation)."""
+    broker = create_broker(settings.nats_url, name)
+    for router in routers:
+        broker.include_router(router)
+    return broker
+
+
+@asynccontextmanager
+async def infra(name: str, settings: CommonSettings, broker: NatsBroker, *, start_broker: bool = False) -> AsyncIterator[Infra]:
+    """Open everything a service needs, in order, and close it in reverse. FastStream starts the
+    broker itself once the lifespan has run; a FastAPI app asks for `start_broker`."""
+    telemetry.setup(name, settings)
+    pool = await create_pool(settings.database_url, max_size=settings.spotter_db_pool_max)
+    redis = Redis.from_url(settings.redis_url, decode_responses=True)
+    try:
+        if start_broker:
+            await broker.start()
+        else:
+            await broker.connect()
+        await ensure_streams(broker, settings.spotter_jetstream_replicas)
+        yield Infra(broker=broker, pool=pool, redis=redis)
+    finally:
+        if start_broker:
+            await broker.stop()
+        await redis.aclose()
+        await pool.close()
+
+
 def service_app(
     name: str,
     settings: CommonSettings,
     broker: NatsBroker,
-    on_ready: Callable[[Infra], Awaitable[None]],
+    make_core: Callable[[Infra], Awaitable[Any]],
     on_stop: Callable[[], Awaitable[None]] | None = None,
 ) -> FastStream:
+    """A FastStream app whose core (built by `make_core` once the infrastructure is open) is what
+    every handler receives as `Context(CORE)`."""
+
     @asynccontextmanager
     async def lifespan() -> AsyncIterator[None]:
-        telemetry.setup(name, settings)
-        pool = await create_pool(settings.database_url, max_size=settings.spotter_db_pool_max)
-        redis = Redis.from_url(settings.redis_url, decode_responses=True)
-        await broker.connect()
-        await ensure_streams(broker, settings.spotter_jetstream_replicas)
-        await on_ready(Infra(broker=broker, pool=pool, redis=redis))
-        try:
-            yield
-        finally:
-            if on_stop is not None:
-                await on_stop()
-            await redis.aclose()
-            await pool.close()
+        async with infra(name, settings, broker) as opened:
+            broker.context.set_global(CORE, await make_core(opened))
+            try:
+                yield
+            finally:
+                if on_stop is not None:
+                    await on_stop()
 
     return FastStream(broker, lifespan=lifespan)
 

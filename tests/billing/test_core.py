@@ -208,7 +208,7 @@ async def test_settle_twice_charges_once(billing: Billing, pool: asyncpg.Pool, n
 
     row = await daily_row(pool, studio)
     assert (row["messages"], row["input_tokens"], row["output_tokens"], row["cost_usd_micros"]) == (1, 1_000, 1_500, 17_000)
-    conv = await pool.fetchrow("SELECT * FROM ai_conversations WHERE id = $1", conversation)
+    conv = await pool.fetchrow("SELECT * FROM ai_conversation_usage WHERE conversation_id = $1", conversation)
     assert (conv["total_output_tokens"], conv["cost_usd_micros"]) == (1_500, 17_000)
     assert (await billing.usage(UsageQuery(organization_id=studio.org.id))).spent_usd_micros == 17_000
 
@@ -228,7 +228,7 @@ async def test_concurrent_settles_lose_no_increment(billing: Billing, pool: asyn
     assert row["day"] == clock.now.date()  # the UTC day
     assert (row["messages"], row["input_tokens"], row["output_tokens"], row["cache_read_tokens"],
             row["cache_creation_tokens"], row["cost_usd_micros"]) == (50, 550, 61_700, 250_000, 50_000, 50 * 16_912)
-    conv = await pool.fetchrow("SELECT * FROM ai_conversations WHERE id = $1", conversation)
+    conv = await pool.fetchrow("SELECT * FROM ai_conversation_usage WHERE conversation_id = $1", conversation)
     assert (conv["total_input_tokens"], conv["total_output_tokens"], conv["total_cache_read_tokens"],
             conv["total_cache_creation_tokens"], conv["cost_usd_micros"]) == (550, 61_700, 250_000, 50_000, 50 * 16_912)
     # The Redis mirror agrees with Postgres exactly.
@@ -258,6 +258,16 @@ async def test_settle_for_unknown_conversation_charges_nothing(billing: Billing,
     fixed = req.model_copy(update={"conversation_id": await new_conversation(studio)})
     assert (await billing.settle(fixed)).cost_usd_micros == 1_000
     assert (await daily_row(pool, studio))["cost_usd_micros"] == 1_000
+
+
+async def test_settle_for_another_orgs_conversation_charges_nothing(billing: Billing, pool: asyncpg.Pool, new_conversation: Callable) -> None:
+    studio, other = await make_studio(pool, tier="lite"), await make_studio(pool, tier="lite")
+    theirs = await new_conversation(other)
+    with pytest.raises(SpotterError) as err:
+        await billing.settle(settle_req(studio, theirs, ModelUsage(output_tokens=100)))
+    assert (err.value.code, err.value.message) == (ErrorCode.NOT_FOUND, "conversation not found in this organization")
+    assert await daily_row(pool, studio) is None
+    assert await pool.fetchval("SELECT count(*) FROM ai_conversation_usage WHERE conversation_id = $1", theirs) == 0
 
 
 # ---------------------------------------------------------------------- usage / errors

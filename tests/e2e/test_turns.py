@@ -52,7 +52,7 @@ async def test_read_tool_turn_streams_in_order_and_persists(http: httpx.AsyncCli
     assert [r["type"] for r in logged] == types
     daily = await rows(pool, "SELECT messages, cost_usd_micros, output_tokens FROM ai_usage_daily WHERE organization_id = $1", uuid.UUID(studio.org.id))
     assert daily == [{"messages": 1, "cost_usd_micros": usage["costUsdMicros"], "output_tokens": usage["outputTokens"]}]
-    conv = (await rows(pool, "SELECT cost_usd_micros, total_output_tokens FROM ai_conversations WHERE id = $1", uuid.UUID(cid)))[0]
+    conv = (await rows(pool, "SELECT cost_usd_micros, total_output_tokens FROM ai_conversation_usage WHERE conversation_id = $1", uuid.UUID(cid)))[0]
     assert conv == {"cost_usd_micros": usage["costUsdMicros"], "total_output_tokens": usage["outputTokens"]}
     assert_requests_valid(await sim.requests())
 

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import json
 
-from spotter_orchestrator.loop import CallModel, Finished, RunTools, result_from_status, split_tool_name
+from spotter_orchestrator.calls import result_block, tool_calls
+from spotter_orchestrator.loop import CallModel, Finished, RunTools
 from spotter_orchestrator.store import StoredMessage
 from spotter_orchestrator.turns import find_batch, resume_point, unfinished_text
+from spotter_shared.contracts.events import ToolError
+from spotter_shared.contracts.tools import ToolName, ToolOutcome
 
 
 def msg(role: str, content: list, turn: str | None = "t1", stop: str | None = None) -> StoredMessage:
@@ -21,7 +24,7 @@ def test_resume_point_after_each_stored_state() -> None:
     assert resume_point([], "t1") == CallModel()
     assert resume_point([user], "t1") == CallModel()
     asked = msg("assistant", [TOOL_USE])
-    assert resume_point([user, asked], "t1") == RunTools(message_id=asked.id, tool_uses=[TOOL_USE])
+    assert resume_point([user, asked], "t1") == RunTools(message_id=asked.id, calls=tool_calls([TOOL_USE], {}))
     answered = msg("tool_result", [{"type": "tool_result", "tool_use_id": "tu1", "content": "{}"}])
     assert resume_point([user, asked, answered], "t1") == CallModel()
     final = msg("assistant", [{"type": "text", "text": "done"}], stop="end_turn")
@@ -37,14 +40,30 @@ def test_unfinished_text_is_what_streamed_since_the_last_other_event() -> None:
     assert unfinished_text(logged + [{"type": "tool_started"}]) == ""
 
 
-def test_find_batch_and_results_from_statuses() -> None:
+def outcome(tool_use_id: str, **fields) -> ToolOutcome:
+    return ToolOutcome(tool_use_id=tool_use_id, duration_ms=0, inverse_available=False, **fields)
+
+
+def test_find_batch_and_results_from_outcomes() -> None:
     asked = msg("assistant", [TOOL_USE, {**TOOL_USE, "id": "tu2"}])
-    assert find_batch([asked], "tu2") == (asked, asked.content)
+    assert find_batch([asked], "tu2") == (asked, tool_calls(asked.content, {}))
     assert find_batch([asked], "nope") is None
-    ok = result_from_status("tu1", {"status": "succeeded", "output": {"a": 1}, "error_code": None, "error_message": None})
+    ok = result_block("tu1", outcome("tu1", status="succeeded", output={"a": 1}))
     assert ok == {"type": "tool_result", "tool_use_id": "tu1", "content": json.dumps({"a": 1})}
-    rejected = result_from_status("tu2", {"status": "rejected_by_user", "output": None, "error_code": "rejected_by_user", "error_message": None})
+    error = ToolError(code="rejected_by_user", message="The user rejected this action.", hint="Do not retry it unless the user asks again.")
+    rejected = result_block("tu2", outcome("tu2", status="failed", error=error))
     assert rejected["is_error"] and json.loads(rejected["content"])["code"] == "rejected_by_user"
-    pending = result_from_status("tu3", {"status": "pending", "output": None, "error_code": None, "error_message": None})
+    pending = result_block("tu3", None)  # never resolved
     assert pending["is_error"] and "superseded" in pending["content"]
-    assert split_tool_name("workouts__delete") == ("workouts", "delete") and split_tool_name("bad") == ("", "bad")
+    assert ToolName.parse("workouts__delete") == ToolName("workouts", "delete") and ToolName.parse("bad") == ToolName("", "bad")
+    assert ToolName("workouts", "delete").wire == "workouts__delete"
+
+
+def test_tool_completed_and_tool_result_come_from_one_outcome() -> None:
+    [call] = tool_calls([TOOL_USE], {})
+    for result in (outcome("tu1", status="succeeded", output={"hits": [1]}),
+                   outcome("tu1", status="failed", error=ToolError(code="invalid_input", message="bad", hint="fix"))):
+        event, block = call.completed(result), call.result_block(result)
+        assert json.loads(block["content"]) == event.output == result.result()
+        assert event.ok == (not block.get("is_error", False)) == result.ok
+        assert (event.router, event.action) == ("read", "members_search")

@@ -5,15 +5,18 @@ Probes are keyed by tool_use_id, which is unique per test, so tests never see ea
 from __future__ import annotations
 
 import asyncio
+import uuid
 from dataclasses import dataclass, field
 
 import asyncpg
 from pydantic import Field
 
 from spotter_tool_runner.context import ToolContext
-from spotter_tool_runner.declaration import Audit, Inverse, ToolFailure, ToolInput, ToolOutput, agent_tool
+from spotter_tool_runner.declaration import ToolFailure, ToolInput, ToolOutput, ToolRouter
 from spotter_tool_runner.registry import Registry
 from spotter_tool_runner.tools import read
+
+router = ToolRouter("test", resource="program")
 
 
 @dataclass
@@ -47,7 +50,7 @@ class CreateNoteInput(ToolInput):
 
 
 class Created(ToolOutput):
-    id: str
+    id: uuid.UUID
     name: str
 
 
@@ -55,14 +58,11 @@ class IdInput(ToolInput):
     id: str = Field(description="Program id.")
 
 
-@agent_tool(
-    router="test",
-    action="create_note",
-    summary="Create a program (a real, org-scoped side effect).",
-    input=CreateNoteInput,
-    side_effects="write",
-    audit=Audit(resource="program", action_label="program.created"),
-    inverse=Inverse(router="test", action="delete_note", build_input=lambda out: {"id": out["id"]}),
+@router.write(
+    "create_note",
+    "Create a program (a real, org-scoped side effect).",
+    inverse="delete_note",
+    audit_label="program.created",
 )
 async def create_note(ctx: ToolContext, args: CreateNoteInput) -> Created:
     p = await _visit(ctx)
@@ -72,18 +72,10 @@ async def create_note(ctx: ToolContext, args: CreateNoteInput) -> Created:
     if p.crash_first and p.calls == 1:
         # The database "goes away" after the write: an infrastructure failure, not a tool failure.
         raise asyncpg.exceptions.ConnectionDoesNotExistError("simulated connection loss")
-    return Created(id=str(new_id), name=args.name)
+    return Created(id=new_id, name=args.name)
 
 
-@agent_tool(
-    router="test",
-    action="delete_note",
-    summary="Soft-delete a program.",
-    input=IdInput,
-    side_effects="write",
-    confirm="destructive",
-    audit=Audit(resource="program", action_label="program.deleted"),
-)
+@router.write("delete_note", "Soft-delete a program.", confirm="destructive", audit_label="program.deleted")
 async def delete_note(ctx: ToolContext, args: IdInput) -> dict:
     await _visit(ctx)
     await ctx.conn.execute(
@@ -92,7 +84,7 @@ async def delete_note(ctx: ToolContext, args: IdInput) -> dict:
     return {"id": args.id, "deleted": True}
 
 
-@agent_tool(router="test", action="explode", summary="Always raises an unexpected error.", input=CreateNoteInput)
+@router.read("explode", "Always raises an unexpected error.")
 async def explode(ctx: ToolContext, args: CreateNoteInput) -> dict:
     await _visit(ctx)
     await ctx.conn.execute(
@@ -101,28 +93,19 @@ async def explode(ctx: ToolContext, args: CreateNoteInput) -> dict:
     raise RuntimeError("secret internals: password=hunter2")
 
 
-@agent_tool(router="test", action="refuse", summary="Always refuses with a typed failure.", input=CreateNoteInput)
+@router.read("refuse", "Always refuses with a typed failure.")
 async def refuse(ctx: ToolContext, args: CreateNoteInput) -> dict:
     await _visit(ctx)
     raise ToolFailure("conflict", f"{args.name} already exists.", hint="Pick another name.")
 
 
-@agent_tool(
-    router="test",
-    action="owner_only",
-    summary="Only owners may call it.",
-    input=CreateNoteInput,
-    roles=frozenset({"owner"}),
-)
+@router.read("owner_only", "Only owners may call it.", roles={"owner"})
 async def owner_only(ctx: ToolContext, args: CreateNoteInput) -> dict:
     await _visit(ctx)
     return {"ok": True}
 
 
-@agent_tool(router="test", action="pick", summary="Ask the user to pick.", input=IdInput, kind="user_picker")
-async def pick(ctx: ToolContext, args: IdInput) -> dict:
-    await _visit(ctx)
-    return {}
+pick = router.picker("pick", "Ask the user to pick.", input=IdInput)
 
 
 def build_test_registry() -> Registry:

@@ -1,9 +1,11 @@
-"""Contract tests of spotter.tools.catalog, spotter.tools.execute and spotter.tools.undo over a real
-NATS server, served by the same subscribers `create_app` builds."""
+"""Contract tests of the tool-runner's subjects (catalog, execute, undo, calls, resolve, close) over a
+real NATS server, served by the broker `create_app` builds."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import uuid
 from collections.abc import AsyncIterator
 
 import asyncpg
@@ -14,17 +16,25 @@ from spotter_shared.bus import request
 from spotter_shared.contracts.base import ERROR_HEADER, ErrorReply
 from spotter_shared.contracts.tools import (
     EXECUTE_TOOL,
+    TOOL_CALLS,
     TOOL_CATALOG,
+    TOOL_CLOSE,
+    TOOL_RESOLVE,
     UNDO_TOOL,
+    CallsQuery,
+    CallStates,
     CatalogRequest,
+    ClosedCalls,
+    CloseCalls,
+    ResolveCall,
     ToolCatalog,
     ToolOutcome,
     UndoOutcome,
     UndoRequest,
 )
 from spotter_shared.errors import RemoteError
-from spotter_shared.service import Holder
-from spotter_tool_runner.main import build_broker
+from spotter_shared.service import CORE
+from spotter_tool_runner.main import ToolRunnerSettings, create_app
 from spotter_tool_runner.runner import ToolRunner
 from spotter_tool_runner.tools import REGISTRY
 
@@ -35,9 +45,9 @@ from .helpers import new_conversation, succeeded
 
 @pytest.fixture
 async def broker(stack, pool: asyncpg.Pool) -> AsyncIterator[NatsBroker]:
-    core: Holder[ToolRunner] = Holder()
-    core.set(ToolRunner(pool, REGISTRY))
-    broker = build_broker(stack.nats_url, core, REGISTRY, max_workers=4)
+    broker = create_app(ToolRunnerSettings(nats_url=stack.nats_url, tool_runner_max_workers=4)).broker
+    # What the app's lifespan would do once its pool is open; here the tests' pool is the one.
+    broker.context.set_global(CORE, ToolRunner(pool, REGISTRY))
     async with broker:
         await broker.start()
         yield broker
@@ -79,6 +89,11 @@ async def test_catalog_wire_format_is_camel_case(broker: NatsBroker) -> None:
         (UNDO_TOOL.subject, b"\xff\xfe"),
         (UNDO_TOOL.subject, b'{"conversationId": "c1"}'),
         (UNDO_TOOL.subject, b'{"conversationId": "c1", "toolUseId": "t1", "actor": {"role": "coach"}, "traceId": "t"}'),
+        (TOOL_CALLS.subject, b"{}"),
+        (TOOL_CALLS.subject, b'{"conversationId": "c1", "toolUseIds": "t1", "actor": {}}'),
+        (TOOL_RESOLVE.subject, b"null"),
+        (TOOL_RESOLVE.subject, b'{"conversationId": "c1", "toolUseId": "t1", "decision": "approve"}'),
+        (TOOL_CLOSE.subject, b'{"conversationId": "c1", "code": "aborted"}'),
     ],
 )
 async def test_malformed_payloads_get_a_typed_error_and_the_consumer_keeps_serving(
@@ -158,3 +173,92 @@ async def test_undo_round_trip_and_typed_errors(broker: NatsBroker, pool: asyncp
         with pytest.raises(RemoteError) as info:
             await request(broker, UNDO_TOOL, undo.model_copy(update={"tool_use_id": tool_use_id}), timeout=5)
         assert info.value.code == code
+
+
+def resolve_call(conv, tool_use_id: str, decision: str, picked_id: str | None = None) -> ResolveCall:
+    return ResolveCall(
+        conversation_id=conv.id,
+        tool_use_id=tool_use_id,
+        actor=conv.actor,
+        trace_id=uuid.uuid4().hex,
+        decision=decision,
+        picked_id=picked_id,
+    )
+
+
+async def remote_code(broker: NatsBroker, endpoint, payload) -> str:
+    with pytest.raises(RemoteError) as info:
+        await request(broker, endpoint, payload, timeout=5)
+    return info.value.code
+
+
+async def test_resolve_calls_and_close_on_the_wire(broker: NatsBroker, pool: asyncpg.Pool, studio: Studio) -> None:
+    conv = await new_conversation(pool, studio, studio.admin)
+    offered = [{"id": "m1", "label": "Saar Cohen"}, {"id": "m2", "label": "Saar Levi"}]
+    pick = conv.command("read", "ask_user_to_pick", {"kind": "member", "prompt": "Which?", "candidates": offered}, hold=True)
+    gate = conv.command("tasks", "create", {"title": "Call Saar"}, hold=True)
+    left = conv.command("tasks", "create", {"title": "Call Dani"}, hold=True)
+    for cmd in (pick, gate, left):
+        assert (await request(broker, EXECUTE_TOOL, cmd, timeout=5)).status == "pending"
+
+    picked = await request(broker, TOOL_RESOLVE, resolve_call(conv, pick.tool_use_id, "pick", "m2"), timeout=5)
+    rejected = await request(broker, TOOL_RESOLVE, resolve_call(conv, gate.tool_use_id, "reject"), timeout=5)
+    assert isinstance(picked, ToolOutcome) and picked.output == {"pickedId": "m2", "pickedLabel": "Saar Levi", "kind": "member"}
+    assert (rejected.status, rejected.error.code, rejected.error.hint) == (
+        "failed",
+        "rejected_by_user",
+        "Do not retry it unless the user asks again.",
+    )
+
+    for tool_use_id, decision, picked_id, code in [
+        (pick.tool_use_id, "pick", "m1", "tool_already_resolved"),
+        (gate.tool_use_id, "reject", None, "tool_already_resolved"),
+        (left.tool_use_id, "pick", "m1", "invalid_request"),
+        ("toolu_never", "reject", None, "tool_execution_not_found"),
+    ]:
+        assert await remote_code(broker, TOOL_RESOLVE, resolve_call(conv, tool_use_id, decision, picked_id)) == code
+    fresh = conv.command("read", "ask_user_to_pick", {"kind": "member", "prompt": "Which?", "candidates": offered}, hold=True)
+    await request(broker, EXECUTE_TOOL, fresh, timeout=5)
+    assert await remote_code(broker, TOOL_RESOLVE, resolve_call(conv, fresh.tool_use_id, "pick", "m3")) == "invalid_pick"
+
+    close = CloseCalls(conversation_id=conv.id, actor=conv.actor, trace_id="t", code="aborted", message="The user stopped the turn.")
+    closed = await request(broker, TOOL_CLOSE, close, timeout=5)
+    assert isinstance(closed, ClosedCalls) and closed.tool_use_ids == [left.tool_use_id, fresh.tool_use_id]
+
+    asked = [left.tool_use_id, pick.tool_use_id, "toolu_never", gate.tool_use_id]
+    query = CallsQuery(conversation_id=conv.id, tool_use_ids=asked, actor=conv.actor)
+    states = await request(broker, TOOL_CALLS, query, timeout=5)
+    assert isinstance(states, CallStates)
+    assert [(s.tool_use_id, s.status) for s in states.calls] == [
+        (left.tool_use_id, "rejected_by_user"),
+        (pick.tool_use_id, "succeeded"),
+        (gate.tool_use_id, "rejected_by_user"),
+    ]
+    assert [s.outcome.result() for s in states.calls] == [
+        {"code": "aborted", "message": "The user stopped the turn.", "hint": "Do not retry it unless the user asks again."},
+        picked.output,
+        rejected.error.model_dump(mode="json"),
+    ]
+
+    raw = json.loads((await raw_request(broker, TOOL_CALLS.subject, query.to_bytes())).body)
+    assert {"toolUseId", "router", "action", "status", "input", "outcome", "inverseAvailable"} <= set(raw["calls"][0])
+    raw_closed = json.loads((await raw_request(broker, TOOL_CLOSE.subject, close.to_bytes())).body)
+    assert raw_closed == {"toolUseIds": []}
+
+
+async def test_concurrent_resolves_on_the_wire_one_wins(broker: NatsBroker, pool: asyncpg.Pool, studio: Studio) -> None:
+    conv = await new_conversation(pool, studio, studio.coach)
+    gate = conv.command("tasks", "create", {"title": "Call Saar"}, hold=True)
+    await request(broker, EXECUTE_TOOL, gate, timeout=5)
+
+    results = await asyncio.gather(
+        *(request(broker, TOOL_RESOLVE, resolve_call(conv, gate.tool_use_id, "reject"), timeout=5) for _ in range(4)),
+        return_exceptions=True,
+    )
+
+    assert sorted(r.status if isinstance(r, ToolOutcome) else r.code for r in results) == [
+        "failed",
+        "tool_already_resolved",
+        "tool_already_resolved",
+        "tool_already_resolved",
+    ]

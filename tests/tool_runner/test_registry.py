@@ -2,12 +2,28 @@
 
 from __future__ import annotations
 
+import uuid
+from datetime import date
+from typing import ClassVar
+
 import pytest
 from pydantic import Field, ValidationError
+from pydantic_core import to_jsonable_python
 
-from spotter_tool_runner.declaration import Audit, Inverse, ToolDecl, ToolInput, agent_tool
+from spotter_tool_runner.context import ToolContext
+from spotter_tool_runner.declaration import (
+    STAFF,
+    Audit,
+    Inverse,
+    ToolDecl,
+    ToolFailure,
+    ToolInput,
+    ToolOutput,
+    ToolRouter,
+)
 from spotter_tool_runner.registry import Registry, RegistryError
 from spotter_tool_runner.tools import REGISTRY
+from spotter_tool_runner.tools.common import PatchInput
 
 from .sample_tools import build_test_registry
 
@@ -18,10 +34,12 @@ class NameInput(ToolInput):
 
 
 def decl(router: str = "things", action: str = "get", **kwargs) -> ToolDecl:
+    """A declaration made field by field, so that it can break the rules a ToolRouter keeps."""
+
     async def handler(ctx, args):
         return {}
 
-    return agent_tool(router=router, action=action, summary="s", input=NameInput, **kwargs)(handler)
+    return ToolDecl(router=router, action=action, summary="s", input=NameInput, handler=handler, **kwargs)
 
 
 def test_default_registry_is_consistent_and_uses_wire_names() -> None:
@@ -178,3 +196,111 @@ def test_check_accepts_a_resolvable_inverse() -> None:
     delete = decl(action="delete", side_effects="write", audit=Audit("thing", "thing.deleted"), confirm="destructive")
     Registry([create, delete]).check()
     assert create.inverse.build_input({"id": "p1", "name": "x"}) == {"id": "p1"}
+
+
+# The router API: defaults on the router, facts on the tool ------------------------------------------
+
+
+class ThingIdInput(ToolInput):
+    id: uuid.UUID = Field(description="Thing id.")
+
+
+class Thing(ToolOutput):
+    id: uuid.UUID
+    owner_membership_id: uuid.UUID | None
+    due_on: date
+
+
+things = ToolRouter("things", resource="thing")
+
+
+@things.read("get", "Get a thing.")
+async def get_thing(ctx: ToolContext, args: ThingIdInput) -> Thing:
+    raise AssertionError("never called")
+
+
+@things.write("create", "Create a thing.", inverse="delete")
+async def create_thing(ctx: ToolContext, args: NameInput) -> Thing:
+    raise AssertionError("never called")
+
+
+@things.write("delete", "Delete a thing.", confirm="destructive", roles={"owner"})
+async def delete_thing(ctx: ToolContext, args: ThingIdInput) -> dict:
+    raise AssertionError("never called")
+
+
+pick_thing = things.picker("pick", "Pick a thing.", input=NameInput)
+
+
+def test_a_router_gives_its_tools_their_name_roles_and_audit_resource() -> None:
+    assert (create_thing.name, create_thing.router, create_thing.action) == ("things__create", "things", "create")
+    assert create_thing.input is NameInput and create_thing.input_schema == decl().input_schema
+    assert (create_thing.side_effects, create_thing.confirm, create_thing.kind) == ("write", "never", "normal")
+    assert create_thing.audit == Audit("thing", "thing.created") and create_thing.roles == STAFF
+    assert create_thing.inverse.name == "things__delete"
+    assert create_thing.inverse.build_input({"id": "t1", "ownerMembershipId": None}) == {"id": "t1"}
+    assert (delete_thing.confirm, delete_thing.roles, delete_thing.inverse) == ("destructive", {"owner"}, None)
+    assert delete_thing.audit == Audit("thing", "thing.deleted")
+    assert (get_thing.side_effects, get_thing.audit, get_thing.input) == ("read", None, ThingIdInput)
+    Registry([get_thing, create_thing, delete_thing, pick_thing]).check()
+
+
+def test_an_audit_label_is_derived_from_the_action_or_given() -> None:
+    async def handler(ctx: ToolContext, args: NameInput) -> dict:
+        return {}
+
+    given = things.write("set_owner", "s", resource="thing_owner", audit_label="thing.owner_set")(handler)
+    assert given.audit == Audit("thing_owner", "thing.owner_set")
+    with pytest.raises(TypeError, match="things__set_owner: give its audit_label"):
+        things.write("set_owner", "s")
+    with pytest.raises(TypeError, match="plain__create: a write needs an audit resource"):
+        ToolRouter("plain").write("create", "s")
+
+
+def test_the_input_model_is_the_annotation_of_the_handlers_second_parameter() -> None:
+    async def untyped(ctx, args):
+        return {}
+
+    async def not_an_input(ctx: ToolContext, args: dict) -> dict:
+        return {}
+
+    for handler in (untyped, not_an_input):
+        with pytest.raises(TypeError, match="annotate the second parameter with a ToolInput model"):
+            things.read("get", "s")(handler)
+
+
+async def test_a_picker_is_side_effect_free_and_has_no_handler_of_its_own() -> None:
+    assert (pick_thing.kind, pick_thing.side_effects, pick_thing.input) == ("user_picker", "read", NameInput)
+    with pytest.raises(ToolFailure) as info:
+        await pick_thing(None, NameInput(full_name="x"))  # type: ignore[arg-type]
+    assert info.value.code == "not_executable"
+
+
+def test_an_output_is_validated_from_a_row_and_serialised_as_json() -> None:
+    thing_id = uuid.uuid4()
+    row = {"id": thing_id, "owner_membership_id": None, "due_on": date(2026, 3, 2), "deleted_at": None}
+    thing = Thing.from_row(row)
+    assert thing.id == thing_id
+    assert to_jsonable_python(thing, by_alias=True) == {
+        "id": str(thing_id),
+        "ownerMembershipId": None,
+        "dueOn": "2026-03-02",
+    }
+    assert Thing.from_row(row, owner_membership_id=thing_id).owner_membership_id == thing_id
+
+
+class ThingPatch(PatchInput):
+    REQUIRED: ClassVar = frozenset({"title"})
+
+    title: str | None = Field(default=None, description="New title.")
+    note: str | None = Field(default=None, description="New note; null clears it.")
+
+
+def test_a_patch_sets_the_columns_named_by_the_fields_it_sends() -> None:
+    thing_id = str(uuid.uuid4())
+    assert ThingPatch.model_validate({"id": thing_id, "note": None, "title": "T"}).changed() == ["title", "note"]
+    assert ThingPatch.model_validate({"id": thing_id, "note": "n"}).changed() == ["note"]
+    with pytest.raises(ValidationError, match="send at least one field"):
+        ThingPatch.model_validate({"id": thing_id})
+    with pytest.raises(ValidationError, match="title cannot be cleared"):
+        ThingPatch.model_validate({"id": thing_id, "title": None})

@@ -2,7 +2,8 @@
 org/user/day and per conversation. Knows nothing about NATS.
 
 Where the numbers live:
-- Postgres `ai_usage_daily` is the truth of what was spent.
+- Postgres `ai_usage_daily` is the truth of what was spent; `ai_conversation_usage` holds each
+  conversation's lifetime totals (billing's own table: the conversation row is the orchestrator's).
 - Redis mirrors today's settled spend per org (`…:spent:<day>`) next to the org's outstanding holds
   (`…:holds` amount per reservation, `…:deadlines` its expiry), so one Lua script sees spend and
   holds in a single atomic step. Keys carry the org in a hash tag, so this works on Redis Cluster.
@@ -127,14 +128,19 @@ ON CONFLICT (organization_id, user_id, day) DO UPDATE SET
     cost_usd_micros = ai_usage_daily.cost_usd_micros + excluded.cost_usd_micros
 """
 
+# Selecting the conversation scopes it to the org: a conversation of another org (or none) inserts
+# no row, which settle answers as not_found.
 _ADD_LIFETIME = """
-UPDATE ai_conversations SET
-    total_input_tokens = total_input_tokens + $3,
-    total_output_tokens = total_output_tokens + $4,
-    total_cache_read_tokens = total_cache_read_tokens + $5,
-    total_cache_creation_tokens = total_cache_creation_tokens + $6,
-    cost_usd_micros = cost_usd_micros + $7
-WHERE id = $1 AND organization_id = $2
+INSERT INTO ai_conversation_usage (conversation_id, organization_id, total_input_tokens, total_output_tokens,
+                                   total_cache_read_tokens, total_cache_creation_tokens, cost_usd_micros)
+SELECT id, organization_id, $3, $4, $5, $6, $7 FROM ai_conversations WHERE id = $1 AND organization_id = $2
+ON CONFLICT (conversation_id) DO UPDATE SET
+    total_input_tokens = ai_conversation_usage.total_input_tokens + excluded.total_input_tokens,
+    total_output_tokens = ai_conversation_usage.total_output_tokens + excluded.total_output_tokens,
+    total_cache_read_tokens = ai_conversation_usage.total_cache_read_tokens + excluded.total_cache_read_tokens,
+    total_cache_creation_tokens = ai_conversation_usage.total_cache_creation_tokens + excluded.total_cache_creation_tokens,
+    cost_usd_micros = ai_conversation_usage.cost_usd_micros + excluded.cost_usd_micros,
+    updated_at = now()
 """
 
 
@@ -340,11 +346,14 @@ class Billing:
                 )
             except asyncpg.ForeignKeyViolationError:
                 raise SpotterError(ErrorCode.NOT_FOUND, "user not found") from None
-            status = await conn.execute(
-                _ADD_LIFETIME, conversation, org, usage.input_tokens, usage.output_tokens,
-                usage.cache_read_tokens, cache_creation, cost,
-            )
-            if status == "UPDATE 0":
+            try:
+                status = await conn.execute(
+                    _ADD_LIFETIME, conversation, org, usage.input_tokens, usage.output_tokens,
+                    usage.cache_read_tokens, cache_creation, cost,
+                )
+            except asyncpg.ForeignKeyViolationError:
+                status = None  # the conversation was deleted between the SELECT and the INSERT
+            if status != "INSERT 0 1":
                 raise SpotterError(ErrorCode.NOT_FOUND, "conversation not found in this organization")
             # Redis is updated before COMMIT, still under the shared lock (see _LOCK_SHARED). If the
             # process dies between the two, the call goes uncharged rather than charged twice.

@@ -14,12 +14,12 @@ from pydantic.alias_generators import to_camel
 from sse_starlette import EventSourceResponse
 
 from spotter_shared import bus
-from spotter_shared.contracts.billing import USAGE, UsageQuery, UsageSnapshot
-from spotter_shared.contracts.commands import COMMANDS_STREAM, SEND_MESSAGE, PageContext, SendMessage
+from spotter_shared.contracts.billing import USAGE, UsageQuery
+from spotter_shared.contracts.commands import PageContext, SendMessage, TurnCommand
 from spotter_shared.errors import ErrorCode, RemoteError, SpotterError
 from spotter_shared.turnlock import TurnLock
 
-from . import conversations
+from . import conversations, edges
 from .deps import Member, Pool, Staff, parse_uuid
 from .errors import trace_id
 from .streams import EventFeed, LoggedEvent, StreamIdle
@@ -114,23 +114,24 @@ async def send_message(
         command_id=command_id, turn_id=turn_id, conversation_id=conversation_id, is_new=is_new, actor=actor,
         message=body.message, page_context=body.page_context, trace_id=trace,
     )
-    return await start_turn(request, SEND_MESSAGE.subject, command, after)
+    return await start_turn(request, edges.send_message, command, after)
 
 
-async def start_turn(request: Request, subject: str, command: Any, after: int) -> EventSourceResponse:
-    """Publish a turn command (the caller holds the lease) and stream its events until its `done`.
-    The feed subscribes before publishing, so no event can be missed in between."""
-    feed = await EventFeed(request.app.state.pool, request.app.state.nats, command.conversation_id).open()
+async def start_turn(request: Request, publisher: bus.Publisher, command: TurnCommand, after: int) -> EventSourceResponse:
+    """Publish a turn command (its lease is held) and stream its events until its `done`. The feed
+    is attached before publishing, so no event can be missed in between."""
+    feed = await open_feed(request, command.conversation_id)
     try:
-        await request.app.state.broker.publish(
-            command.to_bytes(), subject, stream=COMMANDS_STREAM,
-            headers=bus.publish_headers(msg_id=command.command_id, trace_id=command.trace_id),
-        )
+        await bus.publish_command(publisher, command)
     except Exception:
         await feed.close()
         await request.app.state.turn_lock.release(command.conversation_id, command.turn_id)
         raise
     return sse_response(request, _turn_events(request, feed, command.turn_id, after))
+
+
+async def open_feed(request: Request, conversation_id: str) -> EventFeed:
+    return await EventFeed(request.app.state.pool, request.app.state.live, conversation_id).open()
 
 
 async def existing_turn_stream(request: Request, turn_id: str) -> EventSourceResponse | None:
@@ -144,7 +145,7 @@ async def existing_turn_stream(request: Request, turn_id: str) -> EventSourceRes
         "SELECT min(seq) FROM ai_conversation_events WHERE conversation_id = $1 AND turn_id = $2",
         existing["conversation_id"], uuid.UUID(turn_id),
     )
-    feed = await EventFeed(db, request.app.state.nats, str(existing["conversation_id"])).open()
+    feed = await open_feed(request, str(existing["conversation_id"]))
     return sse_response(request, _turn_events(request, feed, turn_id, (first or 1) - 1))
 
 
@@ -190,7 +191,7 @@ async def replay_events(
             "SELECT 1 FROM ai_turns WHERE conversation_id = $1 AND status = 'running' LIMIT 1", conversation["id"]))
 
     async def events() -> AsyncIterator[dict[str, Any]]:
-        feed = await EventFeed(db, request.app.state.nats, cid).open()
+        feed = await open_feed(request, cid)
         try:
             async for event in feed.events(cursor, lambda e: False, request.app.state.settings.spotter_stream_idle_timeout_s, running):
                 yield event.sse()
@@ -231,6 +232,5 @@ async def usage(request: Request, actor: Member) -> dict[str, Any]:
             timeout=5.0, trace_id=trace_id(request),
         )
     except RemoteError as exc:
-        raise SpotterError(ErrorCode(exc.code) if exc.code in ErrorCode._value2member_map_ else ErrorCode.INTERNAL, exc.message) from exc
-    assert isinstance(snapshot, UsageSnapshot)
+        raise exc.as_spotter() from exc
     return snapshot.model_dump(mode="json")

@@ -10,14 +10,22 @@ import asyncpg
 from spotter_shared.contracts.commands import Actor
 from spotter_shared.errors import ErrorCode, SpotterError
 
+# Lifetime usage is billing's table; a conversation billing has not charged yet has no row there.
+_SUMMARY = """
+SELECT c.id, c.title, c.pinned, c.archived_at, c.model, c.last_message_at, c.created_at, c.last_event_seq,
+       coalesce(u.total_input_tokens, 0) AS total_input_tokens,
+       coalesce(u.total_output_tokens, 0) AS total_output_tokens,
+       coalesce(u.total_cache_read_tokens, 0) AS total_cache_read_tokens,
+       coalesce(u.total_cache_creation_tokens, 0) AS total_cache_creation_tokens,
+       coalesce(u.cost_usd_micros, 0) AS cost_usd_micros
+  FROM ai_conversations c LEFT JOIN ai_conversation_usage u ON u.conversation_id = c.id
+"""
+
 
 async def owned_conversation(db: asyncpg.Pool, actor: Actor, conversation_id: uuid.UUID) -> asyncpg.Record:
     """The caller's own conversation in this org, or not_found (never 403: no existence leaks)."""
     row = await db.fetchrow(
-        """SELECT id, title, pinned, archived_at, model, last_message_at, created_at, last_event_seq,
-                  total_input_tokens, total_output_tokens, total_cache_read_tokens,
-                  total_cache_creation_tokens, cost_usd_micros
-           FROM ai_conversations WHERE id = $1 AND organization_id = $2 AND user_id = $3""",
+        _SUMMARY + "WHERE c.id = $1 AND c.organization_id = $2 AND c.user_id = $3",
         conversation_id, uuid.UUID(actor.organization_id), uuid.UUID(actor.user_id),
     )
     if row is None:
@@ -47,11 +55,8 @@ def summary(row: asyncpg.Record) -> dict[str, Any]:
 
 async def list_for(db: asyncpg.Pool, actor: Actor, limit: int) -> list[dict[str, Any]]:
     rows = await db.fetch(
-        """SELECT id, title, pinned, archived_at, model, last_message_at, created_at, last_event_seq,
-                  total_input_tokens, total_output_tokens, total_cache_read_tokens,
-                  total_cache_creation_tokens, cost_usd_micros
-           FROM ai_conversations WHERE organization_id = $1 AND user_id = $2 AND archived_at IS NULL
-           ORDER BY last_message_at DESC LIMIT $3""",
+        _SUMMARY + """WHERE c.organization_id = $1 AND c.user_id = $2 AND c.archived_at IS NULL
+                      ORDER BY c.last_message_at DESC LIMIT $3""",
         uuid.UUID(actor.organization_id), uuid.UUID(actor.user_id), limit,
     )
     return [summary(r) for r in rows]

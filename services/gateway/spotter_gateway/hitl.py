@@ -3,24 +3,21 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
-import asyncpg
 from fastapi import APIRouter, Path, Query, Request
 from pydantic import BaseModel, ConfigDict, Field
 from sse_starlette import EventSourceResponse
 
 from spotter_shared import bus
 from spotter_shared.contracts.commands import (
-    CANCEL_SUSPENDED, CANCEL_TURN, CONFIRM_TOOL, PICK_TOOL, UNDO, Actor, CancelSuspended, CancelTurn, ConfirmTool, PickTool,
-    UndoTool,
+    ADMIT, Actor, Admission, AdmitCommand, CancelSuspended, ConfirmTool, PickTool, TurnCommand, UndoTool,
 )
-from spotter_shared.contracts.tools import TOOL_CATALOG, CatalogRequest, ToolCatalog, ToolSpec
-from spotter_shared.errors import ErrorCode, SpotterError
-from spotter_shared.turnlock import TurnLock
+from spotter_shared.errors import ErrorCode, RemoteError, SpotterError
 
-from . import conversations
+from . import conversations, edges
 from .agent import busy_response, existing_turn_stream, start_turn
 from .deps import Member, Pool, Staff, parse_uuid
 from .errors import trace_id
@@ -28,9 +25,8 @@ from .errors import trace_id
 router = APIRouter(prefix="/organizations/{orgId}/agent/conversations/{conversationId}")
 audit_router = APIRouter()
 
-# Deterministic turn ids: a double click publishes the same command twice, which JetStream drops,
-# and both clicks stream the one turn.
-_NS = uuid.UUID("0f7c4c1d-4a7e-4f51-b3f3-0e6a7a0c2b9d")
+ADMIT_TIMEOUT_S = 5.0
+ADMIT_ATTEMPTS = 8  # about 10 s of backing off while no orchestrator answers
 
 ConversationId = Annotated[str, Path(alias="conversationId")]
 ToolUseId = Annotated[str, Path(alias="toolUseId", max_length=64)]
@@ -46,115 +42,82 @@ class PickBody(BaseModel):
     id: str = Field(min_length=1, max_length=255, description="The picked candidate's id.")
 
 
-async def _execution(db: asyncpg.Pool, conversation_id: uuid.UUID, tool_use_id: str) -> asyncpg.Record:
-    row = await db.fetchrow(
-        """SELECT tool_use_id, router, action, input, status::text AS status FROM ai_tool_executions
-           WHERE conversation_id = $1 AND tool_use_id = $2""",
-        conversation_id, tool_use_id,
-    )
-    if row is None:
-        raise SpotterError(ErrorCode.TOOL_EXECUTION_NOT_FOUND, "No such tool call in this conversation.")
-    return row
+class Busy(Exception):
+    """The conversation's lease is held by another turn."""
 
 
-async def _spec(request: Request, actor: Actor, router_name: str, action: str) -> ToolSpec | None:
-    catalog = await bus.request(request.app.state.broker, TOOL_CATALOG, CatalogRequest(role=actor.role),
-                                timeout=5.0, trace_id=trace_id(request))
-    assert isinstance(catalog, ToolCatalog)
-    return next((t for t in catalog.tools if t.router == router_name and t.action == action), None)
+async def admit(request: Request, question: AdmitCommand) -> Admission:
+    """Ask the orchestrator, the one judge; a refusal becomes the HTTP error of its stable code."""
+    try:
+        # Asked again while no orchestrator is connected (a restart), as the command itself would
+        # have waited in JetStream: admission is idempotent for the same command.
+        return await bus.request_patiently(request.app.state.broker, ADMIT, question, timeout=ADMIT_TIMEOUT_S,
+                                           attempts=ADMIT_ATTEMPTS, trace_id=question.trace_id)
+    except RemoteError as exc:
+        if exc.code == ErrorCode.CONVERSATION_BUSY:
+            raise Busy() from exc
+        raise exc.as_spotter() from exc
+    except TimeoutError:
+        raise SpotterError(ErrorCode.INTERNAL, "The assistant is not reachable right now; try again.", status=503) from None
 
 
-async def _begin(request: Request, actor: Actor, conversation_id: str, kind: str, tool_use_id: str, execution_status: str | None,
-                 make: Any, subject: str) -> EventSourceResponse:
-    turn_id = str(uuid.uuid5(_NS, f"{kind}:{conversation_id}:{tool_use_id}"))
-    previous = await request.app.state.pool.fetchval("SELECT status::text FROM ai_turns WHERE id = $1", uuid.UUID(turn_id))
-    if previous is not None and previous != "running":
-        raise SpotterError(ErrorCode.TOOL_ALREADY_RESOLVED, "This action was already resolved.")
-    replay = await existing_turn_stream(request, turn_id)
-    if replay is not None:
-        return replay  # a double click while the first is still running: the same turn's stream
-    if execution_status is not None and execution_status != "pending":
-        raise SpotterError(ErrorCode.TOOL_ALREADY_RESOLVED, "This action was already resolved.")
-    lock: TurnLock = request.app.state.turn_lock
-    if not await lock.claim(conversation_id, turn_id):
-        return busy_response(request, conversation_id, trace_id(request))
-    after = await request.app.state.pool.fetchval("SELECT last_event_seq FROM ai_conversations WHERE id = $1", uuid.UUID(conversation_id))
-    command = make(command_id=turn_id, turn_id=turn_id, conversation_id=conversation_id,
-                   actor=actor, trace_id=trace_id(request))
-    return await start_turn(request, subject, command, after)
+async def _resolve(request: Request, actor: Actor, conversation_id: uuid.UUID, tool_use_id: str,
+                   command: Literal["confirm", "pick", "undo"], publisher: bus.Publisher,
+                   make: Callable[..., TurnCommand], picked_id: str | None = None) -> EventSourceResponse:
+    cid, trace = str(conversation_id), trace_id(request)
+    question = AdmitCommand(command=command, conversation_id=cid, tool_use_id=tool_use_id, picked_id=picked_id,
+                            actor=actor, trace_id=trace)
+    try:
+        admission = await admit(request, question)
+    except Busy:
+        return busy_response(request, cid, trace)
+    assert admission.turn_id is not None
+    if admission.verdict == "attach":
+        # A double click while the first is still running: the same turn's stream.
+        replay = await existing_turn_stream(request, admission.turn_id)
+        if replay is not None:
+            return replay
+    after = await request.app.state.pool.fetchval("SELECT last_event_seq FROM ai_conversations WHERE id = $1", conversation_id)
+    command_msg = make(command_id=admission.turn_id, turn_id=admission.turn_id, conversation_id=cid, actor=actor, trace_id=trace)
+    return await start_turn(request, publisher, command_msg, after)
 
 
 @router.post("/confirm/{toolUseId}")
 async def confirm(request: Request, body: ConfirmBody, actor: Staff, db: Pool, conversation_id: ConversationId, tool_use_id: ToolUseId) -> EventSourceResponse:
     conversation = await conversations.owned_conversation(db, actor, parse_uuid(conversation_id, "conversationId"))
-    execution = await _execution(db, conversation["id"], tool_use_id)
-    spec = await _spec(request, actor, execution["router"], execution["action"])
-    if spec is None or spec.kind == "user_picker" or spec.confirm == "never":
-        raise SpotterError(ErrorCode.INVALID_REQUEST, "This tool call does not take a confirmation.")
-    return await _begin(
-        request, actor, str(conversation["id"]), "confirm", tool_use_id, execution["status"],
-        lambda **kw: ConfirmTool(**kw, tool_use_id=tool_use_id, approved=body.approved), CONFIRM_TOOL.subject,
-    )
+    return await _resolve(request, actor, conversation["id"], tool_use_id, "confirm", edges.confirm_tool,
+                          lambda **kw: ConfirmTool(**kw, tool_use_id=tool_use_id, approved=body.approved))
 
 
 @router.post("/pick/{toolUseId}")
 async def pick(request: Request, body: PickBody, actor: Staff, db: Pool, conversation_id: ConversationId, tool_use_id: ToolUseId) -> EventSourceResponse:
     conversation = await conversations.owned_conversation(db, actor, parse_uuid(conversation_id, "conversationId"))
-    execution = await _execution(db, conversation["id"], tool_use_id)
-    spec = await _spec(request, actor, execution["router"], execution["action"])
-    if spec is None or spec.kind != "user_picker":
-        raise SpotterError(ErrorCode.INVALID_REQUEST, "This tool call does not take a pick.")
-    if execution["status"] == "pending":
-        candidates = {str(c.get("id")) for c in (execution["input"] or {}).get("candidates", [])}
-        if body.id not in candidates:
-            raise SpotterError(ErrorCode.INVALID_PICK, "That choice is not one of the offered candidates.")
-    return await _begin(
-        request, actor, str(conversation["id"]), "pick", tool_use_id, execution["status"],
-        lambda **kw: PickTool(**kw, tool_use_id=tool_use_id, picked_id=body.id), PICK_TOOL.subject,
-    )
+    return await _resolve(request, actor, conversation["id"], tool_use_id, "pick", edges.pick_tool,
+                          lambda **kw: PickTool(**kw, tool_use_id=tool_use_id, picked_id=body.id), picked_id=body.id)
 
 
 @router.post("/undo/{toolUseId}")
 async def undo(request: Request, actor: Staff, db: Pool, conversation_id: ConversationId, tool_use_id: ToolUseId) -> EventSourceResponse:
     conversation = await conversations.owned_conversation(db, actor, parse_uuid(conversation_id, "conversationId"))
-    execution = await _execution(db, conversation["id"], tool_use_id)
-    spec = await _spec(request, actor, execution["router"], execution["action"])
-    if execution["status"] != "succeeded" or spec is None or not spec.has_inverse:
-        raise SpotterError(ErrorCode.UNDO_UNAVAILABLE, "Only a completed action that declares an undo can be undone.")
-    return await _begin(
-        request, actor, str(conversation["id"]), "undo", tool_use_id, None,
-        lambda **kw: UndoTool(**kw, tool_use_id=tool_use_id), UNDO.subject,
-    )
+    return await _resolve(request, actor, conversation["id"], tool_use_id, "undo", edges.undo_tool,
+                          lambda **kw: UndoTool(**kw, tool_use_id=tool_use_id))
 
 
 @router.post("/cancel", status_code=202)
 async def cancel(request: Request, actor: Staff, db: Pool, conversation_id: ConversationId) -> dict[str, Any]:
     conversation = await conversations.owned_conversation(db, actor, parse_uuid(conversation_id, "conversationId"))
-    cid = str(conversation["id"])
-    lock: TurnLock = request.app.state.turn_lock
-    running = await lock.holder(cid) or await db.fetchval(
-        "SELECT id::text FROM ai_turns WHERE conversation_id = $1 AND status = 'running' LIMIT 1", conversation["id"])
-    if running:
-        # Stored first (a replica that picks the turn up later stops it too), then broadcast.
-        await lock.request_cancel(running)
-        message = CancelTurn(conversation_id=cid, turn_id=running, trace_id=trace_id(request))
-        await request.app.state.broker.publish(message.to_bytes(), CANCEL_TURN.subject)
-        return {"status": "cancelling", "turnId": running}
-    pending = await db.fetchval(
-        "SELECT tool_use_id FROM ai_tool_executions WHERE conversation_id = $1 AND status = 'pending' ORDER BY created_at LIMIT 1",
-        conversation["id"])
-    if pending is None:
-        return {"status": "idle", "turnId": None}
-    turn_id = str(uuid.uuid5(_NS, f"cancel:{cid}:{pending}"))
-    if not await lock.claim(cid, turn_id):
-        raise SpotterError(ErrorCode.CONVERSATION_BUSY, "This conversation is busy; try again.")
-    command = CancelSuspended(command_id=turn_id, turn_id=turn_id, conversation_id=cid, actor=actor,
-                              trace_id=trace_id(request))
-    await request.app.state.broker.publish(
-        command.to_bytes(), CANCEL_SUSPENDED.subject, stream=CANCEL_SUSPENDED.stream,
-        headers=bus.publish_headers(msg_id=command.command_id, trace_id=command.trace_id),
-    )
-    return {"status": "cancelling", "turnId": turn_id}
+    cid, trace = str(conversation["id"]), trace_id(request)
+    try:
+        admission = await admit(request, AdmitCommand(command="cancel", conversation_id=cid, actor=actor, trace_id=trace))
+    except Busy:
+        raise SpotterError(ErrorCode.CONVERSATION_BUSY, "This conversation is busy; try again.") from None
+    if admission.verdict == "start":
+        assert admission.turn_id is not None
+        command = CancelSuspended(command_id=admission.turn_id, turn_id=admission.turn_id, conversation_id=cid,
+                                  actor=actor, trace_id=trace)
+        await bus.publish_command(edges.cancel_suspended, command)
+    status = "idle" if admission.verdict == "idle" else "cancelling"
+    return {"status": status, "turnId": admission.turn_id}
 
 
 @audit_router.get("/organizations/{orgId}/audit-logs")

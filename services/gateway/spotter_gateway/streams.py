@@ -10,16 +10,14 @@ import asyncio
 import json
 import logging
 import uuid
+from collections import defaultdict
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
 
 import asyncpg
-from nats.aio.client import Client as NatsClient
-from nats.aio.subscription import Subscription
-from pydantic import ValidationError
 
-from spotter_shared.contracts.events import ConversationEvent, conversation_subject
+from spotter_shared.contracts.events import ConversationEvent
 
 log = logging.getLogger(__name__)
 
@@ -41,39 +39,55 @@ class LoggedEvent:
 StopRule = Callable[[LoggedEvent], bool]
 
 
-class EventFeed:
-    """Subscribe first, read after: nothing published in between can be missed."""
+class LiveEvents:
+    """This replica's one subscription to every conversation's live events (the module-level
+    subscriber in edges.py), handed to the streams open here for that conversation."""
 
-    def __init__(self, pool: asyncpg.Pool, nc: NatsClient, conversation_id: str) -> None:
+    def __init__(self) -> None:
+        self._feeds: dict[str, set[EventFeed]] = defaultdict(set)
+
+    def attach(self, feed: EventFeed) -> None:
+        self._feeds[feed.conversation_id].add(feed)
+
+    def detach(self, feed: EventFeed) -> None:
+        feeds = self._feeds.get(feed.conversation_id)
+        if feeds is not None:
+            feeds.discard(feed)
+            if not feeds:
+                del self._feeds[feed.conversation_id]
+
+    def deliver(self, envelope: ConversationEvent) -> None:
+        for feed in tuple(self._feeds.get(envelope.conversation_id, ())):
+            feed.offer(envelope)
+
+
+class EventFeed:
+    """Attach first, read after: nothing published in between can be missed."""
+
+    def __init__(self, pool: asyncpg.Pool, live: LiveEvents, conversation_id: str) -> None:
         self._pool = pool
-        self._nc = nc
-        self._conversation_id = conversation_id
+        self._live_events = live
+        self.conversation_id = conversation_id
         self._wake = asyncio.Event()
-        self._sub: Subscription | None = None
+        self._attached = False
         self._live: dict[int, LoggedEvent] = {}
 
-    async def open(self) -> "EventFeed":
-        async def on_msg(msg: Any) -> None:
-            try:
-                envelope = ConversationEvent.model_validate_json(msg.data)
-            except ValidationError:
-                envelope = None  # not a valid event: it still wakes us, and the log decides
-            if envelope is not None and envelope.conversation_id == self._conversation_id:
-                # Same dump as the orchestrator stored, so live and replayed bytes are identical.
-                data = envelope.event.model_dump(mode="json", exclude_none=True)
-                self._live[envelope.seq] = LoggedEvent(seq=envelope.seq, turn_id=envelope.turn_id, type=data["type"], data=data)
-            self._wake.set()
-
-        self._sub = await self._nc.subscribe(conversation_subject(self._conversation_id), cb=on_msg)
+    async def open(self) -> EventFeed:
+        self._live_events.attach(self)
+        self._attached = True
         return self
 
     async def close(self) -> None:
-        if self._sub is not None:
-            try:
-                await self._sub.unsubscribe()
-            except Exception:  # noqa: BLE001 — connection may already be closing
-                pass
-            self._sub = None
+        if self._attached:
+            self._live_events.detach(self)
+            self._attached = False
+
+    def offer(self, envelope: ConversationEvent) -> None:
+        """A live event of this conversation. Same dump as the orchestrator stored, so live and
+        replayed bytes are identical; whether it is used is decided by the sequence (`_take_live`)."""
+        data = envelope.event.model_dump(mode="json", exclude_none=True)
+        self._live[envelope.seq] = LoggedEvent(seq=envelope.seq, turn_id=envelope.turn_id, type=data["type"], data=data)
+        self._wake.set()
 
     def _take_live(self, after: int) -> list[LoggedEvent]:
         """Live events that continue the sequence right after `after`; empty when there is a gap."""
@@ -89,7 +103,7 @@ class EventFeed:
         rows = await self._pool.fetch(
             """SELECT seq, turn_id, type, data FROM ai_conversation_events
                WHERE conversation_id = $1 AND seq > $2 ORDER BY seq LIMIT 1000""",
-            uuid.UUID(self._conversation_id), after,
+            uuid.UUID(self.conversation_id), after,
         )
         return [LoggedEvent(seq=r["seq"], turn_id=str(r["turn_id"]), type=r["type"], data=r["data"]) for r in rows]
 

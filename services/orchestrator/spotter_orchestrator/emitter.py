@@ -10,8 +10,7 @@ from __future__ import annotations
 import logging
 import time
 
-from faststream.nats import NatsBroker
-
+from spotter_shared import bus
 from spotter_shared.contracts.events import ConversationEvent, SseEvent, TextDelta, conversation_subject
 
 from .store import Store
@@ -22,9 +21,9 @@ DELTA_FLUSH_S = 0.04
 
 
 class Emitter:
-    def __init__(self, store: Store, broker: NatsBroker, conversation_id: str, turn_id: str) -> None:
+    def __init__(self, store: Store, events: bus.Publisher, conversation_id: str, turn_id: str) -> None:
         self._store = store
-        self._broker = broker
+        self._events = events
         self.conversation_id = conversation_id
         self.turn_id = turn_id
         self._buffer = ""
@@ -77,7 +76,7 @@ class Emitter:
         seq = await self._store.append_event(self.conversation_id, self.turn_id, event.type, data, finish=finish)
         envelope = ConversationEvent(conversation_id=self.conversation_id, seq=seq, turn_id=self.turn_id, event=event)
         try:
-            await self._broker.publish(envelope.to_bytes(), conversation_subject(self.conversation_id))
+            await bus.publish(self._events, envelope, subject=conversation_subject(self.conversation_id))
         except Exception:  # noqa: BLE001 — listeners catch up from the log
             log.warning("live publish failed for %s seq %s", self.conversation_id, seq, exc_info=True)
         return seq

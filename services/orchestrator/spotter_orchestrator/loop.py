@@ -14,15 +14,18 @@ from spotter_shared import telemetry
 from spotter_shared.contracts.billing import ReserveBudget, SettleUsage
 from spotter_shared.contracts.commands import Actor
 from spotter_shared.contracts.events import (
-    ConfirmationPending, DisambiguationPending, MessageDone, PickCandidate, ToolCompleted, ToolError, ToolStarted, TurnUsage,
+    ConfirmationPending, DisambiguationPending, MessageDone, PickCandidate, ToolError, TurnUsage,
 )
 from spotter_shared.contracts.tools import ExecuteTool, ToolOutcome, ToolSpec
+from anthropic.types import TextBlockParam, ToolParam
+
 from spotter_shared.errors import ErrorCode, RemoteError
 
+from .calls import History, ToolCall, tool_calls
 from .emitter import Emitter
 from .model import ModelClient, ModelReply, ProviderError
 from .peers import Peers
-from .prompt import merge_consecutive, orphan_result, repair_replay, validate_replay, with_cached_tail
+from .prompt import merge_consecutive, repair_replay, validate_replay, with_cached_tail
 from .store import Store
 
 log = logging.getLogger(__name__)
@@ -37,7 +40,7 @@ class CallModel:
 @dataclass(frozen=True)
 class RunTools:
     message_id: str
-    tool_uses: list[dict[str, Any]]
+    calls: tuple[ToolCall, ...]
 
 
 @dataclass(frozen=True)
@@ -73,8 +76,8 @@ class LoopContext:
     model: str
     max_tokens: int
     max_rounds: int
-    system: list[dict[str, Any]]
-    tools: list[dict[str, Any]]
+    system: list[TextBlockParam]
+    tools: list[ToolParam]
     specs: dict[str, ToolSpec]
     emitter: Emitter
     rounds: int = 0
@@ -89,7 +92,7 @@ class ModelLoop:
         self._peers = peers
         self._model = model
 
-    async def drive(self, ctx: LoopContext, history: list[dict[str, Any]], step: Step) -> Outcome:
+    async def drive(self, ctx: LoopContext, history: History, step: Step) -> Outcome:
         while True:
             match step:
                 case CallModel():
@@ -103,7 +106,7 @@ class ModelLoop:
                     return step
 
     # CallModel ----------------------------------------------------------------------------------
-    async def call_model(self, ctx: LoopContext, history: list[dict[str, Any]]) -> RunTools | Finished | Failed:
+    async def call_model(self, ctx: LoopContext, history: History) -> RunTools | Finished | Failed:
         messages = self._replayable(ctx, history)
         params = {
             "model": ctx.model,
@@ -142,13 +145,13 @@ class ModelLoop:
         history.append({"role": "assistant", "content": reply.content})
         ctx.emitter.mark()
         await ctx.emitter.emit(MessageDone(message_id=message_id, stop_reason=reply.stop_reason))
-        tool_uses = [b for b in reply.content if b.get("type") == "tool_use"]
+        calls = tool_calls(reply.content, ctx.specs)
         # Any tool_use must be answered, whatever the stop reason, or the next request is invalid.
-        if tool_uses:
-            return RunTools(message_id=message_id, tool_uses=tool_uses)
+        if calls:
+            return RunTools(message_id=message_id, calls=calls)
         return Finished(stop_reason=reply.stop_reason)
 
-    def _replayable(self, ctx: LoopContext, history: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    def _replayable(self, ctx: LoopContext, history: History) -> History:
         messages = merge_consecutive(history)
         violations = validate_replay(messages)
         if not violations:
@@ -181,148 +184,101 @@ class ModelLoop:
         return usage
 
     # RunTools ---------------------------------------------------------------------------------
-    async def run_tools(self, ctx: LoopContext, history: list[dict[str, Any]], step: RunTools) -> CallModel | Suspended:
+    async def run_tools(self, ctx: LoopContext, history: History, step: RunTools) -> CallModel | Suspended:
         """Run the batch in order until the first tool that needs a human; that one and every later
         one are recorded `pending` (seed 000: they can't be partially fed back)."""
-        for index, tool_use in enumerate(step.tool_uses):
-            if self.gated(ctx, tool_use):
-                for later in step.tool_uses[index:]:
-                    await self._hold(ctx, step.message_id, later)
+        known: dict[str, ToolOutcome] = {}
+        for index, call in enumerate(step.calls):
+            if call.needs_human:
+                for later in step.calls[index:]:
+                    held = await self._execute(ctx, step.message_id, later, hold=True)
+                    if held.status != "pending":
+                        known[later.id] = held  # refused before it could wait (e.g. invalid input)
                 break
-            await self._run_one(ctx, step.message_id, tool_use)
-        return await self.advance(ctx, history, step)
+            known[call.id] = await self._run_one(ctx, step.message_id, call)
+        return await self.advance(ctx, history, step, known)
 
-    async def advance(self, ctx: LoopContext, history: list[dict[str, Any]], step: RunTools) -> CallModel | Suspended:
+    async def advance(self, ctx: LoopContext, history: History, step: RunTools,
+                      known: dict[str, ToolOutcome] | None = None) -> CallModel | Suspended:
         """Resolve the batch in order: a pending normal tool runs once everything before it is
         resolved, a pending gated tool suspends the turn. When all are resolved, one merged
-        tool_result message goes back to the model."""
-        ids = [t["id"] for t in step.tool_uses]
-        for tool_use in step.tool_uses:
-            state = await self._status(ctx, tool_use["id"])
-            if self.gated(ctx, tool_use) and state is None:
-                # Never run a gated tool that was not held (a crash between holds): hold it now.
-                await self._hold(ctx, step.message_id, tool_use)
-                state = await self._status(ctx, tool_use["id"])
-            if state in TERMINAL_TOOL:
+        tool_result message goes back to the model. `known` are outcomes this turn already has;
+        the rest are asked of the tool-runner, which owns the calls' records."""
+        outcomes = dict(known or {})
+        missing = [call.id for call in step.calls if call.id not in outcomes]
+        states = await self._peers.calls(ctx.conversation_id, missing, ctx.actor) if missing else {}
+        for call in step.calls:
+            if call.id in outcomes:
                 continue
-            if state == "pending" and self.gated(ctx, tool_use):
-                await self._announce_pending(ctx, tool_use)
-                return Suspended(tool_use_id=tool_use["id"])
+            state = states.get(call.id)
+            if call.needs_human and state is None:
+                # Never run a gated tool that was not held (a crash between holds): hold it now.
+                held = await self._execute(ctx, step.message_id, call, hold=True)
+                if held.status != "pending":
+                    outcomes[call.id] = held
+                    continue
+            elif state is not None and state.outcome is not None:
+                outcomes[call.id] = state.outcome
+                continue
+            if call.needs_human and (state is None or state.status == "pending"):
+                await self._announce_pending(ctx, call)
+                return Suspended(tool_use_id=call.id)
             # A normal tool, or a gated one already approved ('running' after a crash): run it.
-            await self._run_one(ctx, step.message_id, tool_use)
-        statuses = await self._store.tool_statuses(ctx.conversation_id, ids)
-        results = [result_from_status(t["id"], statuses.get(t["id"])) for t in step.tool_uses]
+            outcomes[call.id] = await self._run_one(ctx, step.message_id, call)
+        results = [call.result_block(outcomes.get(call.id)) for call in step.calls]
         await self._store.append_message(ctx.conversation_id, ctx.turn_id, "tool_result", results)
         history.append({"role": "user", "content": results})
         return CallModel()
 
-    async def _status(self, ctx: LoopContext, tool_use_id: str) -> str | None:
-        row = (await self._store.tool_statuses(ctx.conversation_id, [tool_use_id])).get(tool_use_id)
-        return row["status"] if row else None
-
-    def gated(self, ctx: LoopContext, tool_use: dict[str, Any]) -> bool:
-        spec = ctx.specs.get(tool_use["name"])
-        return spec is not None and (spec.kind == "user_picker" or spec.confirm != "never")
-
-    async def _hold(self, ctx: LoopContext, message_id: str, tool_use: dict[str, Any]) -> None:
-        router, action = split_tool_name(tool_use["name"])
-        await self._execute(ctx, message_id, tool_use["id"], router, action, tool_input_of(tool_use), hold=True)
-
-    async def _announce_pending(self, ctx: LoopContext, tool_use: dict[str, Any]) -> None:
-        router, action = split_tool_name(tool_use["name"])
-        spec = ctx.specs[tool_use["name"]]
-        tool_input = tool_input_of(tool_use)
-        if spec.kind == "user_picker":
-            event = DisambiguationPending(
-                tool_use_id=tool_use["id"], kind=str(tool_input.get("kind", "item")),
-                prompt=str(tool_input.get("prompt", "Which one?")),
-                candidates=[PickCandidate.model_validate(c) for c in tool_input.get("candidates", [])],
+    async def _announce_pending(self, ctx: LoopContext, call: ToolCall) -> None:
+        assert call.spec is not None  # only gated calls wait, and a gated call has a spec
+        if call.is_picker:
+            event: ConfirmationPending | DisambiguationPending = DisambiguationPending(
+                tool_use_id=call.id, kind=str(call.input.get("kind", "item")),
+                prompt=str(call.input.get("prompt", "Which one?")),
+                candidates=[PickCandidate.model_validate(c) for c in call.input.get("candidates", [])],
             )
-            telemetry.event(log, "agent.tool.disambiguation_pending", router=router, action=action)
+            telemetry.event(log, "agent.tool.disambiguation_pending", router=call.name.router, action=call.name.action)
         else:
             event = ConfirmationPending(
-                tool_use_id=tool_use["id"], router=router, action=action, input=tool_input,
-                confirm="always" if spec.confirm == "always" else "destructive",
+                tool_use_id=call.id, router=call.name.router, action=call.name.action, input=call.input,
+                confirm="always" if call.spec.confirm == "always" else "destructive",
             )
-            telemetry.event(log, "agent.tool.confirmation_pending", router=router, action=action)
-        if tool_use["id"] not in ctx.already_pending:
+            telemetry.event(log, "agent.tool.confirmation_pending", router=call.name.router, action=call.name.action)
+        if call.id not in ctx.already_pending:
             await ctx.emitter.emit(event)
 
-    async def run_approved(self, ctx: LoopContext, message_id: str, tool_use: dict[str, Any]) -> ToolOutcome:
+    async def run_approved(self, ctx: LoopContext, message_id: str, call: ToolCall) -> ToolOutcome:
         """The human approved: pending → running → succeeded | failed (at most once, by the runner)."""
-        return await self._run_one(ctx, message_id, tool_use)
+        return await self._run_one(ctx, message_id, call)
 
-    async def _run_one(self, ctx: LoopContext, message_id: str, tool_use: dict[str, Any]) -> ToolOutcome:
-        router, action = split_tool_name(tool_use["name"])
-        tool_input = tool_input_of(tool_use)
-        if tool_use["id"] not in ctx.already_announced:
-            await ctx.emitter.emit(ToolStarted(tool_use_id=tool_use["id"], router=router, action=action, input=tool_input))
-        outcome = await self._execute(ctx, message_id, tool_use["id"], router, action, tool_input)
-        if tool_use["id"] not in ctx.already_completed:
-            await ctx.emitter.emit(completed_event(tool_use["id"], router, action, outcome))
+    async def _run_one(self, ctx: LoopContext, message_id: str, call: ToolCall) -> ToolOutcome:
+        if call.id not in ctx.already_announced:
+            await ctx.emitter.emit(call.started())
+        outcome = await self._execute(ctx, message_id, call)
+        await self.report(ctx, call, outcome)
         return outcome
 
-    async def _execute(
-        self, ctx: LoopContext, message_id: str, tool_use_id: str, router: str, action: str, tool_input: dict, *, hold: bool = False,
-    ) -> ToolOutcome:
+    async def report(self, ctx: LoopContext, call: ToolCall, outcome: ToolOutcome) -> None:
+        """tool_completed for the client, from the same outcome the model's tool_result comes from."""
+        if call.id not in ctx.already_completed:
+            await ctx.emitter.emit(call.completed(outcome))
+
+    async def _execute(self, ctx: LoopContext, message_id: str, call: ToolCall, *, hold: bool = False) -> ToolOutcome:
         cmd = ExecuteTool(
-            conversation_id=ctx.conversation_id, message_id=message_id, tool_use_id=tool_use_id,
-            router=router, action=action, input=tool_input, actor=ctx.actor, trace_id=ctx.trace_id, hold=hold,
+            conversation_id=ctx.conversation_id, message_id=message_id, tool_use_id=call.id,
+            router=call.name.router, action=call.name.action, input=call.input, actor=ctx.actor,
+            trace_id=ctx.trace_id, hold=hold,
         )
         try:
             return await self._peers.execute(cmd)
         except (TimeoutError, RemoteError) as exc:
-            # A failed tool call is data for the model, never a crashed turn.
+            # A failed tool call is data for the model, never a crashed turn. Nothing is recorded
+            # on our side: the runner owns the call's record, and whatever it did not commit never
+            # happened (its writes and its status commit together).
             error = ToolError(code="tool_unavailable", message=f"The tool could not be run ({type(exc).__name__}).",
                               hint="Try again later or tell the user it is unavailable.")
-            await self._store.fail_tool(ctx.conversation_id, message_id, tool_use_id, router, action, tool_input, error)
-            return ToolOutcome(tool_use_id=tool_use_id, status="failed", duration_ms=0, inverse_available=False, error=error)
-
-
-TERMINAL_TOOL = frozenset({"succeeded", "failed", "rejected_by_user"})
-
-
-def tool_input_of(tool_use: dict[str, Any]) -> dict[str, Any]:
-    return tool_use["input"] if isinstance(tool_use.get("input"), dict) else {}
-
-
-def completed_event(tool_use_id: str, router: str, action: str, outcome: ToolOutcome) -> ToolCompleted:
-    ok = outcome.status == "succeeded"
-    payload = outcome.output if ok else (outcome.error.model_dump(mode="json") if outcome.error else None)
-    return ToolCompleted(tool_use_id=tool_use_id, router=router, action=action, ok=ok, output=payload,
-                         inverse_available=outcome.inverse_available)
-
-
-def result_from_status(tool_use_id: str, status: dict[str, Any] | None) -> dict[str, Any]:
-    """The tool_result block for a resolved call, from its stored execution."""
-    if status is None or status["status"] not in TERMINAL_TOOL:
-        return orphan_result(tool_use_id)
-    if status["status"] == "succeeded":
-        return tool_result_block(tool_use_id, status["output"], is_error=False)
-    if status["status"] == "rejected_by_user":
-        error = {"code": status["error_code"] or "rejected_by_user",
-                 "message": status["error_message"] or "The user rejected this action.",
-                 "hint": "Do not retry it unless the user asks again."}
-        return tool_result_block(tool_use_id, error, is_error=True)
-    output = status["output"] if isinstance(status["output"], dict) else {"code": status["error_code"], "message": status["error_message"]}
-    return tool_result_block(tool_use_id, output, is_error=True)
-
-
-def split_tool_name(name: str) -> tuple[str, str]:
-    router, sep, action = name.partition("__")
-    return (router, action) if sep else ("", name)
-
-
-def tool_result_block(tool_use_id: str, payload: Any, *, is_error: bool) -> dict[str, Any]:
-    block: dict[str, Any] = {
-        "type": "tool_result",
-        "tool_use_id": tool_use_id,
-        # Tool output is data, wrapped so it is never read as instructions (SPEC decision 11).
-        "content": json.dumps(payload, ensure_ascii=False, default=str),
-    }
-    if is_error:
-        block["is_error"] = True
-    return block
+            return ToolOutcome(tool_use_id=call.id, status="failed", duration_ms=0, inverse_available=False, error=error)
 
 
 def estimate_tokens(params: dict[str, Any]) -> int:

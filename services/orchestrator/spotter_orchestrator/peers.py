@@ -7,25 +7,24 @@ import logging
 import time
 
 from faststream.nats import NatsBroker
-from nats.errors import NoRespondersError
 
 from spotter_shared import bus
 from spotter_shared.contracts.billing import (
     BUDGET_CHECK, RESERVE, SETTLE, BudgetCheck, BudgetVerdict, ReserveBudget, Reservation, SettleUsage,
     Settlement,
 )
-from spotter_shared.contracts.commands import Role
-from spotter_shared.contracts.rag import AMBIENT_SEARCH, AmbientHit, AmbientQuery, AmbientResult
+from spotter_shared.contracts.base import Endpoint, P, R
+from spotter_shared.contracts.commands import Actor, Role
+from spotter_shared.contracts.rag import AMBIENT_SEARCH, AmbientHit, AmbientQuery
 from spotter_shared.contracts.tools import (
-    EXECUTE_TOOL, TOOL_CATALOG, UNDO_TOOL, CatalogRequest, ExecuteTool, ToolCatalog, ToolOutcome, ToolSpec, UndoOutcome,
-    UndoRequest,
+    EXECUTE_TOOL, TOOL_CALLS, TOOL_CATALOG, TOOL_CLOSE, TOOL_RESOLVE, UNDO_TOOL, CallsQuery, CallState, CatalogRequest,
+    CloseCalls, ExecuteTool, ResolveCall, ToolOutcome, ToolSpec, UndoOutcome, UndoRequest,
 )
 
 log = logging.getLogger(__name__)
 
 BILLING_TIMEOUT_S = 5.0
 TOOL_ATTEMPTS = 5
-NO_RESPONDERS_BACKOFF_S = 0.3
 CATALOG_TTL_S = 60.0
 
 
@@ -41,46 +40,44 @@ class Peers:
         if cached and time.monotonic() - cached[0] < CATALOG_TTL_S:
             return cached[1]
         catalog = await bus.request(self._broker, TOOL_CATALOG, CatalogRequest(role=role), timeout=5.0, trace_id=trace_id)
-        assert isinstance(catalog, ToolCatalog)
         self._catalogs[role] = (time.monotonic(), catalog.tools)
         return catalog.tools
 
     async def execute(self, cmd: ExecuteTool) -> ToolOutcome:
-        # The runner keys executions by (conversation, tool_use_id), so asking again after a
-        # timeout returns the first run's outcome instead of running the tool twice.
-        for attempt in range(TOOL_ATTEMPTS):
-            try:
-                outcome = await bus.request(self._broker, EXECUTE_TOOL, cmd, timeout=self._tool_timeout_s, trace_id=cmd.trace_id)
-                assert isinstance(outcome, ToolOutcome)
-                return outcome
-            except TimeoutError:
-                log.warning("tool %s.%s timed out (attempt %d)", cmd.router, cmd.action, attempt + 1)
-            except NoRespondersError:
-                # No tool-runner connected right now (e.g. restarting): wait a little and ask again.
-                log.warning("no tool-runner for %s.%s (attempt %d)", cmd.router, cmd.action, attempt + 1)
-                await asyncio.sleep(NO_RESPONDERS_BACKOFF_S * (attempt + 1))
-        raise TimeoutError(f"tool-runner did not answer for {cmd.tool_use_id}")
+        return await self._tool_runner(EXECUTE_TOOL, cmd, cmd.trace_id)
 
     async def undo(self, req: UndoRequest) -> UndoOutcome:
-        # Keyed by the original call on the runner's side, so asking again never undoes twice.
-        res = await bus.request(self._broker, UNDO_TOOL, req, timeout=self._tool_timeout_s, trace_id=req.trace_id)
-        assert isinstance(res, UndoOutcome)
-        return res
+        return await self._tool_runner(UNDO_TOOL, req, req.trace_id)
+
+    async def calls(self, conversation_id: str, tool_use_ids: list[str], actor: Actor) -> dict[str, CallState]:
+        """What the tool-runner recorded for these calls (it owns the records), by tool_use id."""
+        query = CallsQuery(conversation_id=conversation_id, tool_use_ids=tool_use_ids, actor=actor)
+        states = await self._tool_runner(TOOL_CALLS, query, None)
+        return {state.tool_use_id: state for state in states.calls}
+
+    async def resolve(self, req: ResolveCall) -> ToolOutcome:
+        """A person's reject or pick, recorded once by the runner (a repeat is `tool_already_resolved`)."""
+        return await self._tool_runner(TOOL_RESOLVE, req, req.trace_id)
+
+    async def close(self, req: CloseCalls) -> list[str]:
+        closed = await self._tool_runner(TOOL_CLOSE, req, req.trace_id)
+        return closed.tool_use_ids
+
+    async def _tool_runner(self, ep: Endpoint[P, R], payload: P, trace_id: str | None) -> R:
+        # Every tool-runner request is idempotent on its side (executions and undos are keyed by
+        # call), so asking again after a timeout never runs anything twice.
+        return await bus.request_patiently(self._broker, ep, payload, timeout=self._tool_timeout_s,
+                                           attempts=TOOL_ATTEMPTS, trace_id=trace_id)
 
     async def precheck(self, organization_id: str, trace_id: str) -> BudgetVerdict:
-        verdict = await bus.request(self._broker, BUDGET_CHECK, BudgetCheck(organization_id=organization_id), timeout=BILLING_TIMEOUT_S, trace_id=trace_id)
-        assert isinstance(verdict, BudgetVerdict)
-        return verdict
+        return await bus.request(self._broker, BUDGET_CHECK, BudgetCheck(organization_id=organization_id),
+                                 timeout=BILLING_TIMEOUT_S, trace_id=trace_id)
 
     async def reserve(self, req: ReserveBudget, trace_id: str) -> Reservation:
-        res = await bus.request(self._broker, RESERVE, req, timeout=BILLING_TIMEOUT_S, trace_id=trace_id)
-        assert isinstance(res, Reservation)
-        return res
+        return await bus.request(self._broker, RESERVE, req, timeout=BILLING_TIMEOUT_S, trace_id=trace_id)
 
     async def settle(self, req: SettleUsage, trace_id: str) -> Settlement:
-        res = await bus.request(self._broker, SETTLE, req, timeout=BILLING_TIMEOUT_S, trace_id=trace_id)
-        assert isinstance(res, Settlement)
-        return res
+        return await bus.request(self._broker, SETTLE, req, timeout=BILLING_TIMEOUT_S, trace_id=trace_id)
 
     async def ambient(self, organization_id: str, query: str, trace_id: str) -> list[AmbientHit]:
         """Seed 000: 800 ms budget, never fails the turn."""
@@ -93,5 +90,4 @@ class Peers:
         except Exception as exc:  # noqa: BLE001 — ambient context is optional by design
             log.info("ambient search skipped: %s", type(exc).__name__)
             return []
-        assert isinstance(res, AmbientResult)
         return res.hits

@@ -19,10 +19,13 @@ from datetime import datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
+from anthropic.types import TextBlockParam, ToolParam
+
 from spotter_shared.contracts.commands import Actor, PageContext
 from spotter_shared.contracts.rag import AmbientHit
 from spotter_shared.contracts.tools import ToolSpec
 
+from .calls import History, result_block
 from .store import OrgContext
 
 CACHE_1H = {"type": "ephemeral", "ttl": "1h"}
@@ -69,7 +72,7 @@ Scope
 """
 
 
-def system_blocks(org: OrgContext, actor: Actor, page: PageContext | None, ambient: list[AmbientHit], now: datetime) -> list[dict[str, Any]]:
+def system_blocks(org: OrgContext, actor: Actor, page: PageContext | None, ambient: list[AmbientHit], now: datetime) -> list[TextBlockParam]:
     return [
         {"type": "text", "text": STATIC_SYSTEM_PROMPT, "cache_control": CACHE_1H},
         {"type": "text", "text": org_block(org), "cache_control": CACHE_1H},
@@ -109,14 +112,14 @@ def page_block(org: OrgContext, actor: Actor, page: PageContext | None, ambient:
     return "\n".join(lines)
 
 
-def tool_params(specs: list[ToolSpec]) -> list[dict[str, Any]]:
-    tools = [{"name": s.name, "description": s.summary, "input_schema": s.input_schema} for s in specs]
+def tool_params(specs: list[ToolSpec]) -> list[ToolParam]:
+    tools: list[ToolParam] = [{"name": s.name, "description": s.summary, "input_schema": s.input_schema} for s in specs]
     if tools:
         tools[-1]["cache_control"] = CACHE_1H
     return tools
 
 
-def with_cached_tail(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def with_cached_tail(messages: History) -> History:
     """Copy of the history with the 5-minute marker on the last block of the last message."""
     out = copy.deepcopy(messages)
     for message in out:
@@ -134,7 +137,7 @@ class ReplayViolation:
     tool_use_ids: tuple[str, ...]
 
 
-def validate_replay(messages: list[dict[str, Any]]) -> list[ReplayViolation]:
+def validate_replay(messages: History) -> list[ReplayViolation]:
     """Every tool_use must be answered by a tool_result in the next message (seed 000)."""
     violations = []
     for i, message in enumerate(messages):
@@ -153,12 +156,12 @@ def validate_replay(messages: list[dict[str, Any]]) -> list[ReplayViolation]:
     return violations
 
 
-def repair_replay(messages: list[dict[str, Any]], violations: list[ReplayViolation]) -> list[dict[str, Any]]:
+def repair_replay(messages: History, violations: list[ReplayViolation]) -> History:
     """Synthesize error tool_results for orphaned tool_use ids so the request is valid and the
     model can reason about the redirect."""
     out = copy.deepcopy(messages)
     for v in sorted(violations, key=lambda v: v.message_index, reverse=True):
-        results = [orphan_result(t) for t in v.tool_use_ids]
+        results = [result_block(t, None) for t in v.tool_use_ids]
         nxt = v.message_index + 1
         if nxt < len(out) and out[nxt]["role"] == "user":
             out[nxt]["content"] = results + out[nxt]["content"]
@@ -167,21 +170,11 @@ def repair_replay(messages: list[dict[str, Any]], violations: list[ReplayViolati
     return out
 
 
-def orphan_result(tool_use_id: str) -> dict[str, Any]:
-    return {
-        "type": "tool_result",
-        "tool_use_id": tool_use_id,
-        "is_error": True,
-        "content": '{"code":"superseded_by_user","message":"The user replied with a new message instead of '
-        'answering this request; it was not executed.","hint":"Read the user\'s latest message and re-ask if still needed."}',
-    }
-
-
-def merge_consecutive(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def merge_consecutive(messages: History) -> History:
     """Join consecutive same-role messages (e.g. tool results left by MAX_TURNS, then new text, or an
     undo note beside a batch's results). In a user message tool_result blocks go first, as the API
     requires after a tool_use."""
-    merged: list[dict[str, Any]] = []
+    merged: History = []
     for message in messages:
         if merged and merged[-1]["role"] == message["role"]:
             merged[-1] = {"role": message["role"], "content": merged[-1]["content"] + message["content"]}

@@ -11,6 +11,8 @@ import asyncpg
 from spotter_shared.contracts.commands import SendMessage
 from spotter_shared.contracts.events import TurnUsage
 
+from .calls import Content
+
 @dataclass(frozen=True)
 class TurnRecord:
     id: str
@@ -36,12 +38,12 @@ class OrgContext:
 class StoredMessage:
     id: str
     role: str
-    content: list[dict[str, Any]]
+    content: Content
     turn_id: str | None
     stop_reason: str | None
 
 
-def preview_of(content: list[dict[str, Any]]) -> str | None:
+def preview_of(content: Content) -> str | None:
     texts = [b.get("text", "") for b in content if b.get("type") == "text"]
     joined = " ".join(t for t in texts if t).strip()
     return joined[:200] or None
@@ -144,7 +146,7 @@ class Store:
         conversation_id: str,
         turn_id: str,
         role: str,
-        content: list[dict[str, Any]],
+        content: Content,
         *,
         page_context: dict | None = None,
         stop_reason: str | None = None,
@@ -204,50 +206,14 @@ class Store:
         )
         return [r["data"] for r in rows]
 
-    async def fail_tool(self, conversation_id: str, message_id: str, tool_use_id: str, router: str, action: str,
-                        tool_input: dict[str, Any], error: Any) -> None:
-        """Record a call the tool-runner could not be reached for, unless it recorded an outcome itself."""
-        await self.pool.execute(
-            """INSERT INTO ai_tool_executions (conversation_id, message_id, tool_use_id, router, action, input, status,
-                                               output, error_code, error_message)
-               VALUES ($1, $2, $3, $4, $5, $6, 'failed', $7, $8, $9)
-               ON CONFLICT (conversation_id, tool_use_id) DO UPDATE
-                 SET status = 'failed', output = excluded.output, error_code = excluded.error_code,
-                     error_message = excluded.error_message, updated_at = clock_timestamp()
-               WHERE ai_tool_executions.status IN ('pending', 'running')""",
-            uuid.UUID(conversation_id), uuid.UUID(message_id), tool_use_id, router[:64], action[:64], tool_input,
-            error.model_dump(mode="json"), error.code, error.message,
-        )
+    async def turn_status(self, turn_id: str) -> str | None:
+        return await self.pool.fetchval("SELECT status::text FROM ai_turns WHERE id = $1", uuid.UUID(turn_id))
 
-    async def resolve_pending(self, conversation_id: str, tool_use_id: str, status: str, *, output: Any = None,
-                              error_code: str | None = None, error_message: str | None = None) -> bool:
-        """pending → rejected_by_user | succeeded (a pick), exactly once: False when already resolved."""
-        row = await self.pool.fetchval(
-            """UPDATE ai_tool_executions SET status = $3::ai_tool_status, output = $4, error_code = $5,
-                      error_message = $6, updated_at = clock_timestamp()
-               WHERE conversation_id = $1 AND tool_use_id = $2 AND status = 'pending' RETURNING 1""",
-            uuid.UUID(conversation_id), tool_use_id, status, output, error_code, error_message,
+    async def running_turn(self, conversation_id: str) -> str | None:
+        return await self.pool.fetchval(
+            "SELECT id::text FROM ai_turns WHERE conversation_id = $1 AND status = 'running' LIMIT 1",
+            uuid.UUID(conversation_id),
         )
-        return row is not None
-
-    async def close_pending(self, conversation_id: str, code: str, message: str) -> list[str]:
-        """Resolve every call still waiting for a human (free text instead of a click, or a cancel):
-        they are never run later."""
-        rows = await self.pool.fetch(
-            """UPDATE ai_tool_executions SET status = 'rejected_by_user', error_code = $2, error_message = $3,
-                      updated_at = clock_timestamp()
-               WHERE conversation_id = $1 AND status = 'pending' RETURNING tool_use_id""",
-            uuid.UUID(conversation_id), code, message,
-        )
-        return [r["tool_use_id"] for r in rows]
-
-    async def tool_statuses(self, conversation_id: str, tool_use_ids: list[str]) -> dict[str, dict[str, Any]]:
-        rows = await self.pool.fetch(
-            """SELECT tool_use_id, status::text AS status, output, error_code, error_message
-               FROM ai_tool_executions WHERE conversation_id = $1 AND tool_use_id = ANY($2::text[])""",
-            uuid.UUID(conversation_id), tool_use_ids,
-        )
-        return {r["tool_use_id"]: dict(r) for r in rows}
 
 
 def _title(message: str) -> str:

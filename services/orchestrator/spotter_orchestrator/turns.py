@@ -12,27 +12,25 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from faststream.nats import NatsBroker
-
-from spotter_shared import telemetry
+from spotter_shared import bus, telemetry
 from spotter_shared.contracts.commands import (
-    CancelSuspended, ConfirmTool, PageContext, PickTool, SendMessage, TurnCommand, UndoTool,
+    Admission, AdmitCommand, CancelSuspended, CancelTurn, ConfirmTool, PageContext, PickTool, SendMessage, TurnCommand,
+    UndoTool,
 )
-from spotter_shared.contracts.events import ConversationStarted, Done, ErrorEvent, ToolCompleted, ToolStarted, TurnUsage
-from spotter_shared.contracts.tools import UndoRequest
-from spotter_shared.errors import ErrorCode, RemoteError
+from spotter_shared.contracts.events import ConversationStarted, Done, ErrorEvent, TurnUsage
+from spotter_shared.contracts.tools import CallState, CloseCalls, ResolveCall, ToolName, ToolOutcome, ToolSpec, UndoRequest
+from spotter_shared.errors import ErrorCode, RemoteError, SpotterError
 from spotter_shared.turnlock import TurnLock
 
+from .admission import Refused, Resolution, Verdict, admitted, command_turn_id, judge, resolution_of
+from .calls import History, ToolCall, tool_calls
 from .emitter import Emitter
-from .loop import (
-    CallModel, Failed, Finished, LoopContext, ModelLoop, Outcome, RunTools, Suspended, Step, TERMINAL_TOOL,
-    completed_event, result_from_status, tool_input_of,
-)
+from .loop import CallModel, Failed, Finished, LoopContext, ModelLoop, Outcome, RunTools, Suspended, Step
 from .model import ModelClient
 from .peers import Peers
 from .prompt import system_blocks, tool_params
@@ -60,18 +58,45 @@ class TurnMeta:
     trace_id: str
 
 
+@dataclass(frozen=True)
+class BatchView:
+    """A call's batch as the conversation stored it, with what the tool-runner recorded for it."""
+
+    stored: list[StoredMessage]
+    message: StoredMessage | None
+    calls: tuple[ToolCall, ...]
+    states: dict[str, CallState]
+
+    def call(self, tool_use_id: str) -> ToolCall | None:
+        return next((c for c in self.calls if c.id == tool_use_id), None)
+
+    def verdict(self, command: Resolution, tool_use_id: str, picked_id: str | None = None, *,
+                own_turn: str | None = None) -> Verdict:
+        call = self.call(tool_use_id)
+        earlier = self.calls[: self.calls.index(call)] if call is not None else ()
+        waiting = any(c.needs_human and getattr(self.states.get(c.id), "status", None) == "pending" for c in earlier)
+        return judge(command, call, self.states.get(tool_use_id), picked_id=picked_id,
+                     earlier_pending=waiting, own_turn=own_turn)
+
+
 Body = Callable[[Emitter, TurnRecord], Awaitable[Outcome]]
 
 
 class TurnRunner:
-    def __init__(self, settings: OrchestratorSettings, store: Store, peers: Peers, model: ModelClient, broker: NatsBroker, lock: TurnLock) -> None:
+    def __init__(self, settings: OrchestratorSettings, store: Store, peers: Peers, model: ModelClient, lock: TurnLock,
+                 *, events: bus.Publisher, cancels: bus.Publisher) -> None:
         self._settings = settings
         self._store = store
         self._peers = peers
-        self._broker = broker
         self._lock = lock
+        self._events = events
+        self._cancels = cancels
         self._loop = ModelLoop(store, peers, model)
         self._running: dict[str, asyncio.Task[Outcome]] = {}
+
+    @property
+    def settings(self) -> OrchestratorSettings:
+        return self._settings
 
     # Commands -------------------------------------------------------------------------------------
     async def send(self, cmd: SendMessage, delivery: Delivery) -> None:
@@ -115,7 +140,7 @@ class TurnRunner:
             log.warning("conversation %s is held by another turn; dropping %s", meta.conversation_id, meta.turn_id)
             await self._store.finish_turn(meta.turn_id, "aborted", ErrorCode.CONVERSATION_BUSY)
             return
-        emitter = Emitter(self._store, self._broker, meta.conversation_id, meta.turn_id)
+        emitter = Emitter(self._store, self._events, meta.conversation_id, meta.turn_id)
         renew = asyncio.create_task(self._keep_lease(meta))
         try:
             outcome = await self._outcome(meta, turn, delivery, emitter, body)
@@ -194,7 +219,7 @@ class TurnRunner:
             verdict = await self._peers.precheck(cmd.actor.organization_id, cmd.trace_id)
             if not verdict.ok:
                 return Failed(ErrorCode.AGENT_BUDGET_EXCEEDED, verdict.message or "Daily AI budget reached.")
-            await self._close_open_batch(cmd.conversation_id, cmd.turn_id, stored, "superseded_by_user",
+            await self._close_open_batch(cmd, stored, "superseded_by_user",
                                          "The user sent a new message instead of answering; this was not run.")
             content = [{"type": "text", "text": cmd.message}]
             page = cmd.page_context.model_dump(mode="json") if cmd.page_context else None
@@ -204,114 +229,155 @@ class TurnRunner:
         await delivery.keepalive()
         ambient = await self._peers.ambient(cmd.actor.organization_id, cmd.message, cmd.trace_id)
         ctx = await self._context(cmd, turn, emitter, logged, org_page=cmd.page_context, ambient=ambient, org=org)
-        step = resume_point(stored, cmd.turn_id)
+        step = resume_point(stored, cmd.turn_id, ctx.specs)
         if isinstance(step, CallModel):
             emitter.suppress_prefix(len(unfinished_text(logged)))
         return await self._loop.drive(ctx, history_of(stored), step)
 
-    async def _close_open_batch(self, conversation_id: str, turn_id: str, stored: list[StoredMessage], code: str, message: str) -> None:
+    async def _close_open_batch(self, cmd: TurnCommand, stored: list[StoredMessage], code: str, message: str) -> None:
         """Replay-integrity guard (seed 000), applied when writing: an assistant tool batch left
         without results (the user typed instead of clicking, or a stop) gets one tool_result
         message — real results where a call finished, typed errors for the rest — so every later
-        request to the model is valid."""
+        request to the model is valid. The tool-runner closes the calls: it owns their records."""
         last = stored[-1] if stored else None
         if last is None or last.role != "assistant":
             return
-        ids = [b["id"] for b in last.content if b.get("type") == "tool_use"]
-        if not ids:
+        calls = tool_calls(last.content, {})
+        if not calls:
             return
-        closed = await self._store.close_pending(conversation_id, code, message)
-        statuses = await self._store.tool_statuses(conversation_id, ids)
-        results = [result_from_status(i, statuses.get(i)) for i in ids]
-        await self._store.append_message(conversation_id, turn_id, "tool_result", results)
+        closed = await self._peers.close(CloseCalls(conversation_id=cmd.conversation_id, actor=cmd.actor,
+                                                    trace_id=cmd.trace_id, code=code, message=message))
+        states = await self._peers.calls(cmd.conversation_id, [c.id for c in calls], cmd.actor)
+        outcomes = {i: s.outcome for i, s in states.items()}
+        results = [call.result_block(outcomes.get(call.id)) for call in calls]
+        await self._store.append_message(cmd.conversation_id, cmd.turn_id, "tool_result", results)
+        unresolved = [call.id for call in calls if call.id not in closed and outcomes.get(call.id) is None]
         telemetry.event(
-            log, "agent.replay.violation", violations=len([i for i in ids if statuses.get(i, {}).get("status") not in TERMINAL_TOOL]) + len(closed),
+            log, "agent.replay.violation", violations=len(unresolved) + len(closed),
             reasons=["orphaned_tool_use"], repaired=True, blocks=[b.get("type") for b in last.content],
         )
 
+    # admission --------------------------------------------------------------------------------------
+    async def admit(self, cmd: AdmitCommand) -> Admission:
+        """The one judge of confirm / pick / undo / cancel (see admission.py). A start holds the
+        conversation's lease for the command's turn until that turn runs; refusals raise."""
+        if cmd.command == "cancel":
+            return await self._admit_cancel(cmd)
+        command = resolution_of(cmd)
+        assert cmd.tool_use_id is not None
+        turn_id = command_turn_id(command, cmd.conversation_id, cmd.tool_use_id)
+        specs = {spec.name: spec for spec in await self._peers.tools(cmd.actor.role, cmd.trace_id)}
+        view = await self._batch(cmd, cmd.tool_use_id, specs)
+        verdict = view.verdict(command, cmd.tool_use_id, cmd.picked_id, own_turn=await self._store.turn_status(turn_id))
+        admission = admitted(verdict, turn_id)
+        if admission.verdict == "start" and not await self._lock.claim(cmd.conversation_id, turn_id):
+            raise SpotterError(ErrorCode.CONVERSATION_BUSY, "This conversation is still answering. Wait for it to finish or cancel it.")
+        return admission
+
+    async def _batch(self, cmd: TurnCommand | AdmitCommand, tool_use_id: str, specs: Mapping[str, ToolSpec]) -> BatchView:
+        stored = await self._store.messages(cmd.conversation_id)
+        found = find_batch(stored, tool_use_id, specs)
+        message, calls = found if found else (None, ())
+        states = await self._peers.calls(cmd.conversation_id, [c.id for c in calls] or [tool_use_id], cmd.actor)
+        return BatchView(stored=stored, message=message, calls=calls, states=states)
+
+    async def _admit_cancel(self, cmd: AdmitCommand) -> Admission:
+        running = await self._lock.holder(cmd.conversation_id) or await self._store.running_turn(cmd.conversation_id)
+        if running:
+            # Stored first (a replica that picks the turn up later stops it too), then broadcast.
+            await self._lock.request_cancel(running)
+            await bus.publish(self._cancels, CancelTurn(conversation_id=cmd.conversation_id, turn_id=running, trace_id=cmd.trace_id))
+            return Admission(verdict="cancelling", turn_id=running)
+        stored = await self._store.messages(cmd.conversation_id)
+        last = next((m for m in reversed(stored) if m.role == "assistant"), None)
+        calls = tool_calls(last.content, {}) if last is not None else ()
+        states = await self._peers.calls(cmd.conversation_id, [c.id for c in calls], cmd.actor) if calls else {}
+        pending = next((c.id for c in calls if getattr(states.get(c.id), "status", None) == "pending"), None)
+        if pending is None:
+            return Admission(verdict="idle")
+        turn_id = command_turn_id("cancel", cmd.conversation_id, pending)
+        if not await self._lock.claim(cmd.conversation_id, turn_id):
+            raise SpotterError(ErrorCode.CONVERSATION_BUSY, "This conversation is busy; try again.")
+        return Admission(verdict="start", turn_id=turn_id)
+
     # confirm / pick ---------------------------------------------------------------------------------
     async def _run_resolution(self, cmd: ConfirmTool | PickTool, turn: TurnRecord, emitter: Emitter) -> Outcome:
-        stored = await self._store.messages(cmd.conversation_id)
-        batch = find_batch(stored, cmd.tool_use_id)
-        if batch is None:
-            return Failed(ErrorCode.TOOL_EXECUTION_NOT_FOUND, "There is no such pending action in this conversation.")
-        message, tool_uses = batch
         logged = await self._store.turn_events(cmd.conversation_id, cmd.turn_id) if turn.attempts > 1 else []
         page = await self._store.last_page_context(cmd.conversation_id)
         ctx = await self._context(cmd, turn, emitter, logged, org_page=PageContext.model_validate(page) if page else None, ambient=[])
-        statuses = await self._store.tool_statuses(cmd.conversation_id, [t["id"] for t in tool_uses])
-        target = next(t for t in tool_uses if t["id"] == cmd.tool_use_id)
-        state = statuses.get(cmd.tool_use_id, {}).get("status")
-        if state != "pending" and turn.attempts == 1:
-            return Failed(ErrorCode.TOOL_ALREADY_RESOLVED, "This action was already resolved.")
-        if state == "pending":
-            earlier = [t for t in tool_uses[: tool_uses.index(target)]
-                       if statuses.get(t["id"], {}).get("status") == "pending" and self._loop.gated(ctx, t)]
-            if earlier:
-                return Failed(ErrorCode.INVALID_REQUEST, "Resolve the earlier pending action first.")
-            failure = await self._resolve(cmd, ctx, message.id, target)
-            if failure is not None:
-                return failure
-        history = history_of(stored)
-        step = await self._loop.advance(ctx, history, RunTools(message_id=message.id, tool_uses=tool_uses))
+        view = await self._batch(cmd, cmd.tool_use_id, ctx.specs)
+        if turn.attempts == 1:
+            # The gateway was told yes, but another click may have resolved the call since.
+            command: Resolution = "pick" if isinstance(cmd, PickTool) else "confirm"
+            verdict = view.verdict(command, cmd.tool_use_id, cmd.picked_id if isinstance(cmd, PickTool) else None)
+            if isinstance(verdict, Refused):
+                return Failed(verdict.code, verdict.message)
+        target = view.call(cmd.tool_use_id)
+        if view.message is None or target is None:
+            return Failed(ErrorCode.TOOL_EXECUTION_NOT_FOUND, "There is no such pending action in this conversation.")
+        state = view.states.get(target.id)
+        known: dict[str, ToolOutcome] = {}
+        if state is not None and state.status == "pending":
+            known[target.id] = await self._resolve(cmd, ctx, view.message.id, target)
+        history = history_of(view.stored)
+        step = await self._loop.advance(ctx, history, RunTools(message_id=view.message.id, calls=view.calls), known)
         return await self._loop.drive(ctx, history, step)
 
-    async def _resolve(self, cmd: ConfirmTool | PickTool, ctx: LoopContext, message_id: str, tool_use: dict[str, Any]) -> Failed | None:
-        router, action = tool_use["name"].partition("__")[::2]
-        if isinstance(cmd, PickTool):
-            return await self._pick(cmd, ctx, router, action, tool_use)
-        if cmd.approved:
-            await self._loop.run_approved(ctx, message_id, tool_use)
-            return None
-        error = {"code": "rejected_by_user", "message": "The user rejected this action.",
-                 "hint": "Do not retry it unless the user asks again."}
-        if not await self._store.resolve_pending(cmd.conversation_id, cmd.tool_use_id, "rejected_by_user",
-                                                 error_code="rejected_by_user", error_message=error["message"]):
-            return Failed(ErrorCode.TOOL_ALREADY_RESOLVED, "This action was already resolved.")
-        await ctx.emitter.emit(ToolCompleted(tool_use_id=cmd.tool_use_id, router=router, action=action, ok=False,
-                                             output=error, inverse_available=False))
-        return None
-
-    async def _pick(self, cmd: PickTool, ctx: LoopContext, router: str, action: str, tool_use: dict[str, Any]) -> Failed | None:
-        tool_input = tool_input_of(tool_use)
-        chosen = next((c for c in tool_input.get("candidates", []) if str(c.get("id")) == cmd.picked_id), None)
-        if chosen is None:
-            return Failed(ErrorCode.INVALID_PICK, "That choice is not one of the offered candidates.")
-        output = {"pickedId": cmd.picked_id, "pickedLabel": chosen.get("label"), "kind": tool_input.get("kind")}
-        if not await self._store.resolve_pending(cmd.conversation_id, cmd.tool_use_id, "succeeded", output=output):
-            return Failed(ErrorCode.TOOL_ALREADY_RESOLVED, "This choice was already made.")
-        await ctx.emitter.emit(ToolCompleted(tool_use_id=cmd.tool_use_id, router=router, action=action, ok=True,
-                                             output=output, inverse_available=False))
-        return None
+    async def _resolve(self, cmd: ConfirmTool | PickTool, ctx: LoopContext, message_id: str, call: ToolCall) -> ToolOutcome:
+        if isinstance(cmd, ConfirmTool) and cmd.approved:
+            return await self._loop.run_approved(ctx, message_id, call)
+        request = ResolveCall(
+            conversation_id=cmd.conversation_id, tool_use_id=cmd.tool_use_id, actor=cmd.actor, trace_id=cmd.trace_id,
+            decision="pick" if isinstance(cmd, PickTool) else "reject",
+            picked_id=cmd.picked_id if isinstance(cmd, PickTool) else None,
+        )
+        try:
+            outcome = await self._peers.resolve(request)
+        except RemoteError as exc:
+            if exc.code != ErrorCode.TOOL_ALREADY_RESOLVED:
+                raise
+            # Our own earlier attempt resolved it (its reply was lost): the record is the outcome.
+            state = (await self._peers.calls(cmd.conversation_id, [call.id], cmd.actor)).get(call.id)
+            if state is None or state.outcome is None:
+                raise
+            outcome = state.outcome
+        await self._loop.report(ctx, call, outcome)
+        return outcome
 
     # undo / cancel ----------------------------------------------------------------------------------
     async def _run_undo(self, cmd: UndoTool, turn: TurnRecord, emitter: Emitter) -> Outcome:
+        if turn.attempts == 1:
+            specs = {spec.name: spec for spec in await self._peers.tools(cmd.actor.role, cmd.trace_id)}
+            verdict = (await self._batch(cmd, cmd.tool_use_id, specs)).verdict("undo", cmd.tool_use_id)
+            if isinstance(verdict, Refused):
+                return Failed(verdict.code, verdict.message)
         try:
             undone = await self._peers.undo(UndoRequest(conversation_id=cmd.conversation_id, tool_use_id=cmd.tool_use_id,
                                                         actor=cmd.actor, trace_id=cmd.trace_id))
         except RemoteError as exc:
-            code = ErrorCode(exc.code) if exc.code in ErrorCode._value2member_map_ else ErrorCode.INTERNAL
-            return Failed(code, exc.message)
+            error = exc.as_spotter()
+            return Failed(error.code, error.message)
         logged = await self._store.turn_events(cmd.conversation_id, cmd.turn_id) if turn.attempts > 1 else []
         seen = {(e["type"], e.get("toolUseId")) for e in logged}
-        if ("tool_started", undone.tool_use_id) not in seen:
-            await emitter.emit(ToolStarted(tool_use_id=undone.tool_use_id, router=undone.router, action=undone.action, input=undone.input))
-        if ("tool_completed", undone.tool_use_id) not in seen:
-            await emitter.emit(completed_event(undone.tool_use_id, undone.router, undone.action, undone.outcome))
-        if undone.outcome.status != "succeeded":
+        inverse = ToolCall(id=undone.tool_use_id, name=ToolName(undone.router, undone.action), input=undone.input, spec=None)
+        if ("tool_started", inverse.id) not in seen:
+            await emitter.emit(inverse.started())
+        if ("tool_completed", inverse.id) not in seen:
+            await emitter.emit(inverse.completed(undone.outcome))
+        if not undone.outcome.ok:
             error = undone.outcome.error
             return Failed(ErrorCode.UNDO_UNAVAILABLE, error.message if error else "The undo did not succeed.")
         if not any(m.turn_id == cmd.turn_id for m in await self._store.messages(cmd.conversation_id)):
             # The model must know: without this its next answer would assume the write still stands.
             note = (f'<app_event kind="undo">The user pressed Undo on {cmd.tool_use_id}; the app ran '
-                    f"{undone.router}__{undone.action} {json.dumps(undone.input)} and it succeeded.</app_event>")
+                    f"{inverse.name.wire} {json.dumps(undone.input)} and it succeeded.</app_event>")
             await self._store.append_message(cmd.conversation_id, cmd.turn_id, "user", [{"type": "text", "text": note}],
                                              page_context={"appEvent": "undo", "toolUseId": cmd.tool_use_id})
         return Finished(stop_reason="undo")
 
     async def _run_cancel(self, cmd: CancelSuspended, emitter: Emitter) -> Outcome:
         stored = await self._store.messages(cmd.conversation_id)
-        await self._close_open_batch(cmd.conversation_id, cmd.turn_id, stored, "aborted", ABORTED_MESSAGE)
+        await self._close_open_batch(cmd, stored, "aborted", ABORTED_MESSAGE)
         return Failed(ErrorCode.ABORTED, ABORTED_MESSAGE)
 
     # helpers ----------------------------------------------------------------------------------------
@@ -336,29 +402,31 @@ def _meta(cmd: TurnCommand) -> TurnMeta:
     return TurnMeta(conversation_id=cmd.conversation_id, turn_id=cmd.turn_id, trace_id=cmd.trace_id)
 
 
-def history_of(stored: list[StoredMessage]) -> list[dict[str, Any]]:
+def history_of(stored: list[StoredMessage]) -> History:
     return [{"role": "assistant" if m.role == "assistant" else "user", "content": m.content}
             for m in stored if m.role != "system_note"]
 
 
-def find_batch(stored: list[StoredMessage], tool_use_id: str) -> tuple[StoredMessage, list[dict[str, Any]]] | None:
+def find_batch(stored: list[StoredMessage], tool_use_id: str,
+               specs: Mapping[str, ToolSpec] | None = None) -> tuple[StoredMessage, tuple[ToolCall, ...]] | None:
+    """The assistant message that asked for `tool_use_id`, and its calls in order."""
     for message in reversed(stored):
         if message.role != "assistant":
             continue
-        tool_uses = [b for b in message.content if b.get("type") == "tool_use"]
-        if any(t["id"] == tool_use_id for t in tool_uses):
-            return message, tool_uses
+        calls = tool_calls(message.content, specs or {})
+        if any(c.id == tool_use_id for c in calls):
+            return message, calls
     return None
 
 
-def resume_point(stored: list[StoredMessage], turn_id: str) -> Step:
+def resume_point(stored: list[StoredMessage], turn_id: str, specs: Mapping[str, ToolSpec] | None = None) -> Step:
     """Where a (re)started turn continues: ask the model, run an unanswered tool batch, or finish."""
     last = stored[-1] if stored else None
     if last is None or last.role != "assistant" or last.turn_id != turn_id:
         return CallModel()
-    tool_uses = [b for b in last.content if b.get("type") == "tool_use"]
-    if tool_uses:
-        return RunTools(message_id=last.id, tool_uses=tool_uses)
+    calls = tool_calls(last.content, specs or {})
+    if calls:
+        return RunTools(message_id=last.id, calls=calls)
     return Finished(stop_reason=last.stop_reason)
 
 

@@ -8,8 +8,11 @@ row's terminal status then commit in ONE transaction that holds the row lock, so
 A failing tool is data (a typed `ToolError`); only infrastructure failures propagate.
 
 `hold` validates a call and records it 'pending' without running it (a confirmation or a user_picker
-waits for the user); a later execute of the same key runs it. `undo` runs a succeeded write's declared
+waits for the user); a later execute of the same key runs it, `resolve` answers it with the user's
+rejection or pick, and `close` rejects every call still waiting. `undo` runs a succeeded write's declared
 inverse through this same at-most-once path, under a key derived from the original's.
+
+The runner is the only writer of ai_tool_executions and audit_logs: other services ask `calls` for them.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -28,7 +31,21 @@ from pydantic_core import to_jsonable_python
 
 from spotter_shared.contracts.events import ToolError
 from spotter_shared.contracts.commands import Actor
-from spotter_shared.contracts.tools import ExecuteTool, ToolOutcome, UndoOutcome, UndoRequest
+from spotter_shared.contracts.tools import (
+    CallsQuery,
+    CallState,
+    CallStates,
+    CatalogRequest,
+    ClosedCalls,
+    CloseCalls,
+    ExecuteTool,
+    ResolveCall,
+    ToolCatalog,
+    ToolName,
+    ToolOutcome,
+    UndoOutcome,
+    UndoRequest,
+)
 from spotter_shared.errors import ErrorCode, SpotterError
 from spotter_shared.telemetry import event
 
@@ -73,6 +90,39 @@ SELECT e.message_id, e.status::text AS status, e.router, e.action, e.output, e.a
  WHERE e.conversation_id = $1 AND e.tool_use_id = $2 AND c.organization_id = $3
 """
 
+_CALLS = """
+SELECT e.tool_use_id, e.status::text AS status, e.router, e.action, e.input, e.output, e.error_code,
+       e.error_message, e.duration_ms
+  FROM ai_tool_executions e JOIN ai_conversations c ON c.id = e.conversation_id
+ WHERE e.conversation_id = $1 AND e.tool_use_id = ANY($2::text[]) AND c.organization_id = $3
+"""
+
+_LOCK_ANSWER = """
+SELECT e.id, e.status::text AS status, e.router, e.action, e.input
+  FROM ai_tool_executions e JOIN ai_conversations c ON c.id = e.conversation_id
+ WHERE e.conversation_id = $1 AND e.tool_use_id = $2 AND c.organization_id = $3
+   FOR UPDATE OF e
+"""
+
+_ANSWERED = """
+UPDATE ai_tool_executions
+   SET status = $2::ai_tool_status, output = $3, error_code = $4, error_message = $5, duration_ms = 0,
+       updated_at = clock_timestamp()
+ WHERE id = $1
+"""
+
+_CLOSE = """
+WITH closed AS (
+    UPDATE ai_tool_executions e
+       SET status = 'rejected_by_user', output = $3, error_code = $4, error_message = $5, duration_ms = 0,
+           updated_at = clock_timestamp()
+      FROM ai_conversations c
+     WHERE c.id = e.conversation_id AND e.conversation_id = $1 AND c.organization_id = $2 AND e.status = 'pending'
+ RETURNING e.tool_use_id, e.created_at
+)
+SELECT tool_use_id FROM closed ORDER BY created_at, tool_use_id
+"""
+
 _MEMBERSHIP = """
 SELECT 1 FROM memberships
  WHERE id = $1 AND organization_id = $2 AND user_id = $3 AND role = $4::membership_role AND status = 'active'
@@ -105,6 +155,9 @@ UPDATE ai_tool_executions
 
 UNDO_PREFIX = "undo_"
 
+# What the model reads on every call a person turned down or that was closed unanswered.
+NOT_RETRIED = "Do not retry it unless the user asks again."
+
 
 def utcnow() -> datetime:
     return datetime.now(UTC)
@@ -124,13 +177,16 @@ class ToolRunner:
         self._registry = registry
         self._clock = clock
 
+    def catalog(self, request: CatalogRequest) -> ToolCatalog:
+        return ToolCatalog(tools=self._registry.for_role(request.role))
+
     async def execute(self, cmd: ExecuteTool) -> ToolOutcome:
         return await self._execute(cmd)
 
     async def undo(self, req: UndoRequest) -> UndoOutcome:
         """Run the declared inverse of a succeeded call. Not gated by confirmation: the user asked for
         exactly this. A repeat replays the inverse's stored outcome, so nothing is undone twice."""
-        _check_keys(req.tool_use_id, {"conversationId": req.conversation_id, **_actor_ids(req.actor)})
+        _check_keys(_conversation_ids(req.conversation_id, req.actor), req.tool_use_id)
         with tracer.start_as_current_span("tool-runner.undo"):
             original = await self._pool.fetchrow(
                 _ORIGINAL, req.conversation_id, req.tool_use_id, req.actor.organization_id
@@ -144,12 +200,86 @@ class ToolRunner:
             router=cmd.router, action=cmd.action, tool_use_id=cmd.tool_use_id, input=cmd.input, outcome=outcome
         )
 
+    async def calls(self, query: CallsQuery) -> CallStates:
+        """The recorded calls among `query.tool_use_ids`, in the order asked; unknown ids are left out."""
+        _check_keys(_conversation_ids(query.conversation_id, query.actor), *query.tool_use_ids)
+        rows = await self._pool.fetch(_CALLS, query.conversation_id, query.tool_use_ids, query.actor.organization_id)
+        by_id = {row["tool_use_id"]: row for row in rows}
+        return CallStates(calls=[self._state(by_id[i], query.actor.role) for i in query.tool_use_ids if i in by_id])
+
+    async def resolve(self, req: ResolveCall) -> ToolOutcome:
+        """A person's answer to a pending call: a rejection, or a pick for a user_picker. Exactly once:
+        the row lock makes a concurrent second answer wait, then find the call no longer pending."""
+        _check_keys(_conversation_ids(req.conversation_id, req.actor), req.tool_use_id)
+        with tracer.start_as_current_span("tool-runner.resolve", attributes={"decision": req.decision}):
+            async with self._pool.acquire() as conn, conn.transaction():
+                row = await conn.fetchrow(_LOCK_ANSWER, req.conversation_id, req.tool_use_id, req.actor.organization_id)
+                outcome = self._answer(req, row)
+                # A rejection keeps its whole error as the output, as `_fail` does, so replays show the hint.
+                status, error = ("succeeded", None) if outcome.ok else ("rejected_by_user", outcome.error)
+                await conn.execute(
+                    _ANSWERED, row["id"], status, outcome.result(), error and error.code, error and error.message
+                )
+            event(log, "agent.tool.resolved", router=row["router"], action=row["action"], decision=req.decision)
+        return outcome
+
+    async def close(self, req: CloseCalls) -> ClosedCalls:
+        """Reject every call of the conversation still waiting for a person: none of them will run.
+        A call being executed holds its row lock; this waits for it and leaves it as it ended."""
+        _check_keys(_conversation_ids(req.conversation_id, req.actor))
+        error = ToolError(code=req.code, message=req.message, hint=NOT_RETRIED)
+        closed = await self._pool.fetch(
+            _CLOSE,
+            req.conversation_id,
+            req.actor.organization_id,
+            error.model_dump(mode="json"),
+            error.code,
+            error.message,
+        )
+        return ClosedCalls(tool_use_ids=[row["tool_use_id"] for row in closed])
+
+    def _answer(self, req: ResolveCall, row: asyncpg.Record | None) -> ToolOutcome:
+        """The outcome `req` gives the locked call `row`, or the SpotterError that refuses it."""
+        if row is None:
+            raise SpotterError(ErrorCode.TOOL_EXECUTION_NOT_FOUND, "No such tool call in this conversation.")
+        if row["status"] != "pending":
+            raise SpotterError(ErrorCode.TOOL_ALREADY_RESOLVED, "This action was already resolved.")
+        name = ToolName(row["router"], row["action"])
+        decl = self._registry.get(row["router"], row["action"])
+        is_picker = decl is not None and decl.kind == "user_picker"
+        if req.decision == "reject":
+            if is_picker:
+                raise SpotterError(ErrorCode.INVALID_REQUEST, f"{name} is answered by a pick, not rejected.")
+            error = ToolError(code="rejected_by_user", message="The user rejected this action.", hint=NOT_RETRIED)
+            return ToolOutcome(
+                tool_use_id=req.tool_use_id, status="failed", error=error, duration_ms=0, inverse_available=False
+            )
+        if not is_picker:
+            raise SpotterError(ErrorCode.INVALID_REQUEST, f"{name} asks for no pick; approve or reject it.")
+        output = _picked(row["input"], req.picked_id)
+        return ToolOutcome(
+            tool_use_id=req.tool_use_id, status="succeeded", output=output, duration_ms=0, inverse_available=False
+        )
+
+    def _state(self, row: asyncpg.Record, role: str) -> CallState:
+        terminal = row["status"] in TERMINAL
+        outcome = self._replay(row["tool_use_id"], role, row) if terminal else None
+        return CallState(
+            tool_use_id=row["tool_use_id"],
+            router=row["router"],
+            action=row["action"],
+            status=row["status"],
+            input=row["input"],
+            outcome=outcome,
+            inverse_available=outcome is not None and outcome.inverse_available,
+        )
+
     def _inverse_command(self, req: UndoRequest, original: asyncpg.Record | None) -> ExecuteTool:
         if original is None:
             raise SpotterError(
                 ErrorCode.TOOL_EXECUTION_NOT_FOUND, f"no tool call {req.tool_use_id} in this conversation"
             )
-        name = f"{original['router']}__{original['action']}"
+        name = ToolName(original["router"], original["action"])
         if original["status"] != "succeeded":
             raise SpotterError(
                 ErrorCode.UNDO_UNAVAILABLE, f"{name} is {original['status']}; only a succeeded call can be undone"
@@ -180,14 +310,13 @@ class ToolRunner:
 
     async def _execute(self, cmd: ExecuteTool, *, link: dict[str, Any] | None = None) -> ToolOutcome:
         """`link` is extra audit metadata for the call's audit row (the undo's link to its original)."""
-        ids = {"conversationId": cmd.conversation_id, "messageId": cmd.message_id, **_actor_ids(cmd.actor)}
-        _check_keys(cmd.tool_use_id, ids)
+        _check_keys({**_conversation_ids(cmd.conversation_id, cmd.actor), "messageId": cmd.message_id}, cmd.tool_use_id)
         with tracer.start_as_current_span(
             "tool-runner.execute", attributes={"router": cmd.router, "action": cmd.action, "hold": cmd.hold}
         ):
             async with self._pool.acquire() as conn:
                 await self._claim(conn, cmd)
-                outcome = await self._resolve(conn, cmd, link)
+                outcome = await self._settle(conn, cmd, link)
             event(
                 log,
                 "agent.tool.executed",
@@ -200,7 +329,7 @@ class ToolRunner:
             )
         return outcome
 
-    async def _resolve(self, conn: asyncpg.Connection, cmd: ExecuteTool, link: dict[str, Any] | None) -> ToolOutcome:
+    async def _settle(self, conn: asyncpg.Connection, cmd: ExecuteTool, link: dict[str, Any] | None) -> ToolOutcome:
         async with conn.transaction():
             # The row lock serialises duplicates: a twin waits here until this transaction commits.
             row = await conn.fetchrow(_LOCK, cmd.conversation_id, cmd.tool_use_id, cmd.actor.organization_id)
@@ -208,7 +337,7 @@ class ToolRunner:
                 raise SpotterError(ErrorCode.NOT_FOUND, "conversation or message not found in this organization")
             if row["status"] in TERMINAL:
                 # Already resolved: a duplicate, a redelivery, or the twin that held the lock.
-                return self._replay(cmd, row)
+                return self._replay(cmd.tool_use_id, cmd.actor.role, row)
             if cmd.hold:
                 return await self._hold(conn, cmd, row)
             return await self._run(conn, cmd, row["id"], link)
@@ -249,7 +378,7 @@ class ToolRunner:
         try:
             decl, args = await self._admit(conn, cmd)
             if decl.kind == "user_picker":
-                # Only ever held: the user's pick, stored by the orchestrator, is its result.
+                # Only ever held: the user's pick, recorded by `resolve`, is its result.
                 raise ToolFailure(
                     "not_executable", f"{decl.name} is answered by the user's pick and is never executed."
                 )
@@ -351,20 +480,21 @@ class ToolRunner:
             tool_use_id=cmd.tool_use_id, status="failed", error=error, duration_ms=duration_ms, inverse_available=False
         )
 
-    def _replay(self, cmd: ExecuteTool, row: asyncpg.Record) -> ToolOutcome:
+    def _replay(self, tool_use_id: str, role: str, row: asyncpg.Record) -> ToolOutcome:
+        """The stored outcome of a terminal row, as `role` sees it (whether it may undo it)."""
         duration_ms = row["duration_ms"] or 0
         if row["status"] == "succeeded":
             decl = self._registry.get(row["router"], row["action"])
             return ToolOutcome(
-                tool_use_id=cmd.tool_use_id,
+                tool_use_id=tool_use_id,
                 status="succeeded",
                 output=row["output"],
                 duration_ms=duration_ms,
-                inverse_available=decl is not None and _may_undo(self._registry, decl, cmd.actor.role),
+                inverse_available=decl is not None and _may_undo(self._registry, decl, role),
                 replayed=True,
             )
         return ToolOutcome(
-            tool_use_id=cmd.tool_use_id,
+            tool_use_id=tool_use_id,
             status="failed",
             error=_stored_error(row),
             duration_ms=duration_ms,
@@ -381,17 +511,18 @@ def _may_undo(registry: Registry, decl: ToolDecl, role: str) -> bool:
     return inverse is not None and role in inverse.roles
 
 
-def _actor_ids(actor: Actor) -> dict[str, str]:
+def _conversation_ids(conversation_id: str, actor: Actor) -> dict[str, str]:
     return {
+        "conversationId": conversation_id,
         "actor.organizationId": actor.organization_id,
         "actor.membershipId": actor.membership_id,
         "actor.userId": actor.user_id,
     }
 
 
-def _check_keys(tool_use_id: str, uuids: dict[str, str]) -> None:
+def _check_keys(uuids: dict[str, str], *tool_use_ids: str) -> None:
     """Malformed keys are the caller's bug, answered as invalid_request rather than as a tool result."""
-    if not 0 < len(tool_use_id) <= 64:
+    if not all(0 < len(tool_use_id) <= 64 for tool_use_id in tool_use_ids):
         raise SpotterError(ErrorCode.INVALID_REQUEST, "toolUseId must have 1 to 64 characters")
     for name, value in uuids.items():
         try:
@@ -406,7 +537,7 @@ def _unknown_tool(registry: Registry, cmd: ExecuteTool) -> ToolFailure:
         hint = "Did you mean " + " or ".join(close) + "?"
     else:
         hint = "Use only the tools listed in this conversation's tool definitions."
-    return ToolFailure("unknown_tool", f"There is no tool {cmd.router}__{cmd.action}.", hint=hint)
+    return ToolFailure("unknown_tool", f"There is no tool {ToolName(cmd.router, cmd.action)}.", hint=hint)
 
 
 def _invalid_input(decl: ToolDecl, exc: ValidationError) -> ToolFailure:
@@ -421,11 +552,21 @@ def _invalid_input(decl: ToolDecl, exc: ValidationError) -> ToolFailure:
     )
 
 
+def _picked(tool_input: Mapping[str, Any], picked_id: str | None) -> dict[str, Any]:
+    """A picker's result: the chosen candidate of those it offered (ids compared as text)."""
+    candidates = tool_input.get("candidates")
+    offered = candidates if isinstance(candidates, list) else []
+    chosen = next((c for c in offered if isinstance(c, dict) and str(c.get("id")) == picked_id), None)
+    if chosen is None:
+        raise SpotterError(ErrorCode.INVALID_PICK, "That choice is not one of the offered candidates.")
+    return {"pickedId": picked_id, "pickedLabel": chosen.get("label"), "kind": tool_input.get("kind")}
+
+
 def _stored_error(row: asyncpg.Record) -> ToolError:
     output = row["output"]
     if isinstance(output, dict) and "code" in output and "message" in output:
         return ToolError.model_validate(output)
-    # Rows written elsewhere (e.g. rejected_by_user by the orchestrator) carry only the columns.
+    # Rows recorded before the whole error was kept as the output carry only the columns.
     return ToolError(code=row["error_code"] or row["status"], message=row["error_message"] or row["status"])
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Generic, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
@@ -43,16 +43,22 @@ class DeadLetter(Contract):
 
 Pattern = Literal["request", "command", "event"]
 
+P = TypeVar("P", bound=Contract)
+R = TypeVar("R", bound=Contract)
+
 
 @dataclass(frozen=True)
-class Endpoint:
-    """One subject and its contract. Services never spell subjects as literals; they use these."""
+class Endpoint(Generic[P, R]):
+    """One subject and its contract. Services never spell subjects as literals; they use these.
+
+    Generic in its payload and reply, so `bus.request(broker, RESERVE, ...)` returns a `Reservation`
+    to the type checker and at run time alike."""
 
     subject: str
-    payload: type[Contract]
+    payload: type[P]
     pattern: Pattern
     description: str
-    reply: type[Contract] | None = None
+    reply: type[R] | None = None
     queue: str | None = None
     stream: str | None = None
 
@@ -60,8 +66,22 @@ class Endpoint:
 CATALOG: list[Endpoint] = []
 
 
-def endpoint(**kwargs) -> Endpoint:
-    ep = Endpoint(**kwargs)
+def request_endpoint(subject: str, payload: type[P], reply: type[R], *, queue: str, description: str) -> Endpoint[P, R]:
+    """Request/reply on core NATS, served by a queue group."""
+    return _register(Endpoint(subject, payload, "request", description, reply=reply, queue=queue))
+
+
+def command_endpoint(subject: str, payload: type[P], *, stream: str, queue: str, description: str) -> Endpoint[P, Contract]:
+    """A durable command on a JetStream stream, consumed by one durable consumer (`queue` names it)."""
+    return _register(Endpoint(subject, payload, "command", description, queue=queue, stream=stream))
+
+
+def event_endpoint(subject: str, payload: type[P], *, description: str) -> Endpoint[P, Contract]:
+    """A fan-out event on core NATS: every subscriber hears it."""
+    return _register(Endpoint(subject, payload, "event", description))
+
+
+def _register(ep: Endpoint[P, R]) -> Endpoint[P, R]:
     CATALOG.append(ep)
     return ep
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from .base import Contract, endpoint
+from .base import Contract, request_endpoint
 
 BILLING_QUEUE = "billing"
 
@@ -72,19 +72,15 @@ class UsageSnapshot(Contract):
     resets_at: str = Field(description="Next 00:00 UTC, ISO 8601.")
 
 
-BUDGET_CHECK = endpoint(
-    subject="spotter.billing.precheck", payload=BudgetCheck, reply=BudgetVerdict,
-    pattern="request", queue=BILLING_QUEUE, description="Seed 000 preCheck of the org daily cap.",
+BUDGET_CHECK = request_endpoint(
+    "spotter.billing.precheck", BudgetCheck, BudgetVerdict, queue=BILLING_QUEUE, description="Seed 000 preCheck of the org daily cap.",
 )
-RESERVE = endpoint(
-    subject="spotter.billing.reserve", payload=ReserveBudget, reply=Reservation,
-    pattern="request", queue=BILLING_QUEUE, description="Hold an upper-bound cost before a model call.",
+RESERVE = request_endpoint(
+    "spotter.billing.reserve", ReserveBudget, Reservation, queue=BILLING_QUEUE, description="Hold an upper-bound cost before a model call.",
 )
-SETTLE = endpoint(
-    subject="spotter.billing.settle", payload=SettleUsage, reply=Settlement,
-    pattern="request", queue=BILLING_QUEUE, description="Charge the real cost of a call and release its hold.",
+SETTLE = request_endpoint(
+    "spotter.billing.settle", SettleUsage, Settlement, queue=BILLING_QUEUE, description="Charge the real cost of a call and release its hold.",
 )
-USAGE = endpoint(
-    subject="spotter.billing.usage", payload=UsageQuery, reply=UsageSnapshot,
-    pattern="request", queue=BILLING_QUEUE, description="Org daily AI spend snapshot.",
+USAGE = request_endpoint(
+    "spotter.billing.usage", UsageQuery, UsageSnapshot, queue=BILLING_QUEUE, description="Org daily AI spend snapshot.",
 )

@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from .base import Contract, endpoint
+from .base import Contract, command_endpoint, event_endpoint, request_endpoint
 
 COMMANDS_STREAM = "SPOTTER_COMMANDS"
 ORCHESTRATOR_DURABLE = "orchestrator"
@@ -48,12 +48,8 @@ class SendMessage(TurnCommand):
     page_context: PageContext | None = Field(default=None, description="Where the user is in the app.")
 
 
-SEND_MESSAGE = endpoint(
-    subject="spotter.cmd.turn.send",
-    payload=SendMessage,
-    pattern="command",
-    stream=COMMANDS_STREAM,
-    queue=ORCHESTRATOR_DURABLE,
+SEND_MESSAGE = command_endpoint(
+    "spotter.cmd.turn.send", SendMessage, stream=COMMANDS_STREAM, queue=ORCHESTRATOR_DURABLE,
     description="Send a user turn to a conversation (orchestrator, durable, deduplicated).",
 )
 
@@ -73,17 +69,17 @@ class UndoTool(TurnCommand):
     tool_use_id: str = Field(max_length=64, description="A succeeded write whose tool declares an inverse.")
 
 
-CONFIRM_TOOL = endpoint(
-    subject="spotter.cmd.turn.confirm", payload=ConfirmTool, pattern="command", stream=COMMANDS_STREAM,
-    queue=ORCHESTRATOR_DURABLE, description="Approve or reject a pending tool and resume the loop.",
+CONFIRM_TOOL = command_endpoint(
+    "spotter.cmd.turn.confirm", ConfirmTool, stream=COMMANDS_STREAM, queue=ORCHESTRATOR_DURABLE,
+    description="Approve or reject a pending tool and resume the loop.",
 )
-PICK_TOOL = endpoint(
-    subject="spotter.cmd.turn.pick", payload=PickTool, pattern="command", stream=COMMANDS_STREAM,
-    queue=ORCHESTRATOR_DURABLE, description="Answer a pending picker and resume the loop.",
+PICK_TOOL = command_endpoint(
+    "spotter.cmd.turn.pick", PickTool, stream=COMMANDS_STREAM, queue=ORCHESTRATOR_DURABLE,
+    description="Answer a pending picker and resume the loop.",
 )
-UNDO = endpoint(
-    subject="spotter.cmd.turn.undo", payload=UndoTool, pattern="command", stream=COMMANDS_STREAM,
-    queue=ORCHESTRATOR_DURABLE, description="Run the declared inverse of a succeeded write.",
+UNDO = command_endpoint(
+    "spotter.cmd.turn.undo", UndoTool, stream=COMMANDS_STREAM, queue=ORCHESTRATOR_DURABLE,
+    description="Run the declared inverse of a succeeded write.",
 )
 
 
@@ -91,9 +87,9 @@ class CancelSuspended(TurnCommand):
     """Stop a conversation that waits for a human: its pending tools are resolved, never run."""
 
 
-CANCEL_SUSPENDED = endpoint(
-    subject="spotter.cmd.turn.cancel", payload=CancelSuspended, pattern="command", stream=COMMANDS_STREAM,
-    queue=ORCHESTRATOR_DURABLE, description="Cancel a suspended conversation (pending confirmations or picks).",
+CANCEL_SUSPENDED = command_endpoint(
+    "spotter.cmd.turn.cancel", CancelSuspended, stream=COMMANDS_STREAM, queue=ORCHESTRATOR_DURABLE,
+    description="Cancel a suspended conversation (pending confirmations or picks).",
 )
 
 
@@ -106,9 +102,39 @@ class CancelTurn(Contract):
     trace_id: str = Field(description="Trace id.")
 
 
-CANCEL_TURN = endpoint(
-    subject="spotter.control.cancel", payload=CancelTurn, pattern="event",
+CANCEL_TURN = event_endpoint(
+    "spotter.control.cancel", CancelTurn,
     description="Stop a running turn (fan-out to all orchestrator replicas, no queue group).",
 )
 
 COMMAND_SUBJECTS = ["spotter.cmd.>"]
+
+
+class AdmitCommand(Contract):
+    """May this confirm / pick / undo / cancel start? The orchestrator is the one judge; the gateway
+    only turns its answer into HTTP."""
+
+    command: Literal["confirm", "pick", "undo", "cancel"] = Field(description="The command asked about.")
+    conversation_id: str = Field(description="The caller's conversation (ownership already checked).")
+    tool_use_id: str | None = Field(default=None, max_length=64, description="The call it is about (not for cancel).")
+    picked_id: str | None = Field(default=None, max_length=255, description="The candidate chosen (pick).")
+    actor: Actor = Field(description="Caller.")
+    trace_id: str = Field(description="Trace id.")
+
+
+class Admission(Contract):
+    """The verdict. Refusals are typed error replies with the stable codes `tool_execution_not_found`,
+    `tool_already_resolved`, `invalid_pick`, `undo_unavailable`, `conversation_busy`, `invalid_request`."""
+
+    verdict: Literal["start", "attach", "cancelling", "idle"] = Field(
+        description="start: the lease is held for `turnId`, publish the command with that id; attach: that "
+        "command's turn is already running, stream it; cancelling: the running turn `turnId` was asked to stop; "
+        "idle: nothing to cancel."
+    )
+    turn_id: str | None = Field(default=None, description="The turn concerned.")
+
+
+ADMIT = request_endpoint(
+    "spotter.turns.admit", AdmitCommand, Admission, queue=ORCHESTRATOR_DURABLE,
+    description="Admissibility of confirm / pick / undo / cancel, decided in one place (the orchestrator).",
+)

@@ -6,7 +6,7 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import Field
 
-from .base import Contract, endpoint
+from .base import Contract, event_endpoint
 
 
 class ConversationStarted(Contract):
@@ -119,10 +119,8 @@ class ConversationEvent(Contract):
     event: SseEvent = Field(description="The SSE event itself.")
 
 
-CONVERSATION_EVENTS = endpoint(
-    subject="spotter.events.conversation.*",
-    payload=ConversationEvent,
-    pattern="event",
+CONVERSATION_EVENTS = event_endpoint(
+    "spotter.events.conversation.*", ConversationEvent,
     description="Live fan-out of stored conversation events; the token is the conversation id. "
     "Postgres holds the log, so a subscriber that misses one re-reads it from there.",
 )

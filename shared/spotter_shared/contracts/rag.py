@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from .base import Contract, endpoint
+from .base import Contract, request_endpoint
 
 RAG_QUEUE = "rag"
 
@@ -29,7 +29,7 @@ class AmbientResult(Contract):
     skipped: str | None = Field(default=None, description="Why the search was skipped, e.g. too_short.")
 
 
-AMBIENT_SEARCH = endpoint(
-    subject="spotter.rag.ambient", payload=AmbientQuery, reply=AmbientResult,
-    pattern="request", queue=RAG_QUEUE, description="Ambient search over members and programs.",
+AMBIENT_SEARCH = request_endpoint(
+    "spotter.rag.ambient", AmbientQuery, AmbientResult, queue=RAG_QUEUE,
+    description="Ambient search over members and programs.",
 )

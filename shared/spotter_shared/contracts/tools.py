@@ -2,15 +2,40 @@
 
 from __future__ import annotations
 
+import json
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import Field
 
-from .base import Contract, endpoint
+from .base import Contract, request_endpoint
 from .commands import Actor, Role
 from .events import ToolError
 
 TOOL_RUNNER_QUEUE = "tool-runner"
+
+
+@dataclass(frozen=True)
+class ToolName:
+    """A tool's router and action, and the one place that knows its wire form `{router}__{action}`
+    (Anthropic tool names allow no dots, SPEC decision 9)."""
+
+    router: str
+    action: str
+
+    SEPARATOR = "__"
+
+    @property
+    def wire(self) -> str:
+        return f"{self.router}{self.SEPARATOR}{self.action}"
+
+    @classmethod
+    def parse(cls, wire: str) -> ToolName:
+        router, sep, action = wire.partition(cls.SEPARATOR)
+        return cls(router, action) if sep else cls("", wire)
+
+    def __str__(self) -> str:
+        return self.wire
 
 
 class ToolSpec(Contract):
@@ -23,6 +48,19 @@ class ToolSpec(Contract):
     confirm: Literal["never", "destructive", "always"] = Field(description="Whether a human must approve.")
     kind: Literal["normal", "user_picker"] = Field(description="user_picker tools are never executed.")
     has_inverse: bool = Field(description="Whether undo is declared.")
+
+    @property
+    def tool_name(self) -> ToolName:
+        return ToolName(self.router, self.action)
+
+    @property
+    def is_picker(self) -> bool:
+        return self.kind == "user_picker"
+
+    @property
+    def needs_human(self) -> bool:
+        """Whether a call waits for a person before it resolves: a confirmation gate or a picker."""
+        return self.is_picker or self.confirm != "never"
 
 
 class CatalogRequest(Contract):
@@ -60,22 +98,28 @@ class ToolOutcome(Contract):
     inverse_available: bool = Field(description="Whether undo is possible.")
     replayed: bool = Field(default=False, description="True when the stored outcome of an earlier run was returned.")
 
+    @property
+    def ok(self) -> bool:
+        return self.status == "succeeded"
 
-TOOL_CATALOG = endpoint(
-    subject="spotter.tools.catalog",
-    payload=CatalogRequest,
-    reply=ToolCatalog,
-    pattern="request",
-    queue=TOOL_RUNNER_QUEUE,
+    def result(self) -> Any:
+        """What the call produced, as the model and the client both see it: the output when it
+        succeeded, the typed error object when it did not."""
+        if self.ok:
+            return self.output
+        return self.error.model_dump(mode="json") if self.error else None
+
+    def result_text(self) -> str:
+        return json.dumps(self.result(), ensure_ascii=False, default=str)
+
+
+TOOL_CATALOG = request_endpoint(
+    "spotter.tools.catalog", CatalogRequest, ToolCatalog, queue=TOOL_RUNNER_QUEUE,
     description="Tools visible to a role (RBAC filter at registry-build time).",
 )
 
-EXECUTE_TOOL = endpoint(
-    subject="spotter.tools.execute",
-    payload=ExecuteTool,
-    reply=ToolOutcome,
-    pattern="request",
-    queue=TOOL_RUNNER_QUEUE,
+EXECUTE_TOOL = request_endpoint(
+    "spotter.tools.execute", ExecuteTool, ToolOutcome, queue=TOOL_RUNNER_QUEUE,
     description="Execute one tool_use at most once per (conversation_id, tool_use_id).",
 )
 
@@ -97,12 +141,81 @@ class UndoOutcome(Contract):
     outcome: ToolOutcome = Field(description="Result of the inverse call.")
 
 
-UNDO_TOOL = endpoint(
-    subject="spotter.tools.undo",
-    payload=UndoRequest,
-    reply=UndoOutcome,
-    pattern="request",
-    queue=TOOL_RUNNER_QUEUE,
+UNDO_TOOL = request_endpoint(
+    "spotter.tools.undo", UndoRequest, UndoOutcome, queue=TOOL_RUNNER_QUEUE,
     description="Undo a succeeded write through its declared inverse (bypasses confirmation); "
     "`undo_unavailable` unless the call succeeded and declares an inverse.",
+)
+
+
+ToolCallStatus = Literal["pending", "running", "succeeded", "failed", "rejected_by_user"]
+
+
+class CallsQuery(Contract):
+    """The recorded state of some tool calls of a conversation."""
+
+    conversation_id: str = Field(description="Conversation id.")
+    tool_use_ids: list[str] = Field(max_length=64, description="tool_use ids asked about.")
+    actor: Actor = Field(description="Caller; the conversation must belong to its organization.")
+
+
+class CallState(Contract):
+    tool_use_id: str = Field(description="Anthropic tool_use id.")
+    router: str = Field(description="Router.")
+    action: str = Field(description="Action.")
+    status: ToolCallStatus = Field(description="Recorded status.")
+    input: dict[str, Any] = Field(description="Validated input the call was recorded with.")
+    outcome: ToolOutcome | None = Field(default=None, description="The outcome once the call is resolved.")
+    inverse_available: bool = Field(description="Whether the caller's role could undo it now (succeeded, with an inverse it may use).")
+
+    @property
+    def resolved(self) -> bool:
+        return self.outcome is not None
+
+
+class CallStates(Contract):
+    calls: list[CallState] = Field(description="Calls that are recorded, in the order asked; unknown ids are left out.")
+
+
+TOOL_CALLS = request_endpoint(
+    "spotter.tools.calls", CallsQuery, CallStates, queue=TOOL_RUNNER_QUEUE,
+    description="Recorded state and outcome of tool calls (the tool-runner owns ai_tool_executions).",
+)
+
+
+class ResolveCall(Contract):
+    """A person answered a call that waited for them: a rejection, or a pick among the candidates."""
+
+    conversation_id: str = Field(description="Conversation id.")
+    tool_use_id: str = Field(max_length=64, description="The pending call.")
+    actor: Actor = Field(description="Caller.")
+    trace_id: str = Field(description="Trace id.")
+    decision: Literal["reject", "pick"] = Field(description="reject a gated call, or pick for a user_picker.")
+    picked_id: str | None = Field(default=None, max_length=255, description="The chosen candidate's id (pick).")
+
+
+TOOL_RESOLVE = request_endpoint(
+    "spotter.tools.resolve", ResolveCall, ToolOutcome, queue=TOOL_RUNNER_QUEUE,
+    description="pending → rejected_by_user or picked, exactly once (`tool_already_resolved`, `invalid_pick`, "
+    "`tool_execution_not_found` otherwise).",
+)
+
+
+class CloseCalls(Contract):
+    """Every call of the conversation still waiting for a person is closed and will never run."""
+
+    conversation_id: str = Field(description="Conversation id.")
+    actor: Actor = Field(description="Caller.")
+    trace_id: str = Field(description="Trace id.")
+    code: str = Field(max_length=64, description="Error code the closed calls carry, e.g. superseded_by_user or aborted.")
+    message: str = Field(max_length=500, description="Why they were closed.")
+
+
+class ClosedCalls(Contract):
+    tool_use_ids: list[str] = Field(description="Calls that were pending and are now closed.")
+
+
+TOOL_CLOSE = request_endpoint(
+    "spotter.tools.close", CloseCalls, ClosedCalls, queue=TOOL_RUNNER_QUEUE,
+    description="Close the calls still pending in a conversation (the user typed instead, or cancelled).",
 )

@@ -1,16 +1,17 @@
-"""Pieces the write routers share: input types, patch inputs, and org-scoped lookups.
+"""Pieces the routers share: input types, patch inputs, and org-scoped lookups and writes.
 
 Declares no tool, so `Registry.register_module` finds nothing here."""
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Annotated, Any, ClassVar
 
 import asyncpg
 from pydantic import Field, StringConstraints, model_validator
 
+from ..context import ToolContext
 from ..declaration import ToolFailure, ToolInput
 
 Name = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=255)]
@@ -21,18 +22,12 @@ class IdInput(ToolInput):
     id: uuid.UUID = Field(description="Id of the entity.")
 
 
-def id_of(out: Mapping[str, Any]) -> dict[str, Any]:
-    """Inverse input of a create: its stored output carries the new row's id."""
-    return {"id": out["id"]}
-
-
 class PatchInput(ToolInput):
     """A partial update: a field that is sent is set (null clears it), an omitted one is kept.
 
-    `COLUMNS` maps patchable fields to their columns; `REQUIRED` are fields that may be changed but
-    never cleared. Sending nothing to change is invalid input, not a silent no-op."""
+    Every field besides `id` is the column of the same name. `REQUIRED` are fields that may be changed
+    but never cleared. Sending nothing to change is invalid input, not a silent no-op."""
 
-    COLUMNS: ClassVar[Mapping[str, str]] = {}
     REQUIRED: ClassVar[frozenset[str]] = frozenset()
 
     id: uuid.UUID = Field(description="Id of the entity to change.")
@@ -48,65 +43,109 @@ class PatchInput(ToolInput):
 
     def changed(self) -> list[str]:
         # In declaration order, so the generated SQL is stable for the same input.
-        return [f for f in self.COLUMNS if f in self.model_fields_set]
-
-    def assignments(self, first_param: int) -> tuple[str, list[Any]]:
-        """`col = $n, …` for the changed fields, numbered from `first_param`, and their values."""
-        fields = self.changed()
-        sql = ", ".join(f"{self.COLUMNS[f]} = ${first_param + i}" for i, f in enumerate(fields))
-        return sql, [getattr(self, f) for f in fields]
+        return [f for f in type(self).model_fields if f != "id" and f in self.model_fields_set]
 
 
-async def require_program(conn: asyncpg.Connection, organization_id: str, program_id: uuid.UUID) -> asyncpg.Record:
-    row = await conn.fetchrow(
-        """SELECT id, name, kind::text AS kind FROM programs
-            WHERE id = $1 AND organization_id = $2 AND deleted_at IS NULL""",
-        program_id,
-        organization_id,
+@dataclass(frozen=True)
+class Table:
+    """An organization's table of soft-deletable rows that tools change by id: its `name`, the `entity`
+    a message calls a row, the `label` column that names one, and where the model finds an id. Name
+    and label are constants, never caller text, so they are safe to put in SQL."""
+
+    name: str
+    entity: str
+    label: str
+    hint: str
+
+    def not_found(self, row_id: uuid.UUID) -> ToolFailure:
+        return not_found(self.entity, row_id, self.hint, maybe_deleted=True)
+
+
+PROGRAMS = Table("programs", "program", "name", hint="Use read__programs_list to find the programId.")
+MEMBERS_HINT = "Use read__members_search to find the membershipId."
+
+
+def not_found(entity: str, row_id: uuid.UUID, hint: str, *, maybe_deleted: bool = False) -> ToolFailure:
+    # Another organization's id is "not found" too: a tool never tells the two apart.
+    gone = " (it may have been deleted)" if maybe_deleted else ""
+    return ToolFailure("not_found", f"No {entity} {row_id} in this organization{gone}.", hint=hint)
+
+
+async def require(ctx: ToolContext, table: Table, row_id: uuid.UUID) -> asyncpg.Record:
+    """The live row, locked so that concurrent changes to it apply one after the other."""
+    row = await ctx.conn.fetchrow(
+        f"""SELECT * FROM {table.name}
+             WHERE id = $1 AND organization_id = $2 AND deleted_at IS NULL FOR UPDATE""",
+        row_id,
+        ctx.organization_id,
     )
     if row is None:
-        raise ToolFailure(
-            "not_found",
-            f"No program {program_id} in this organization.",
-            hint="Use read__programs_list to find the programId.",
-        )
+        raise table.not_found(row_id)
     return row
 
 
-async def require_membership(
-    conn: asyncpg.Connection, organization_id: str, membership_id: uuid.UUID
+async def insert(
+    ctx: ToolContext, table: Table, args: ToolInput, *, exclude: set[str] | None = None, **values: Any
 ) -> asyncpg.Record:
-    row = await conn.fetchrow(
-        """SELECT m.id, u.full_name FROM memberships m JOIN users u ON u.id = m.user_id
+    """Insert a row of the organization: each field of `args` (but `exclude`) and of `values` is the column
+    of the same name. Column names come from code, never from the caller's text."""
+    row = {"organization_id": ctx.organization_id, **args.model_dump(by_alias=False, exclude=exclude), **values}
+    params = ", ".join(f"${i}" for i in range(1, len(row) + 1))
+    return await ctx.conn.fetchrow(
+        f"INSERT INTO {table.name} ({', '.join(row)}) VALUES ({params}) RETURNING *", *row.values()
+    )
+
+
+async def patch(ctx: ToolContext, table: Table, args: PatchInput) -> asyncpg.Record:
+    """Set the fields `args` sends on its live row; the row as it now stands. Every router's update."""
+    fields = args.changed()
+    assignments = ", ".join(f"{f} = ${i}" for i, f in enumerate(fields, start=3))
+    row = await ctx.conn.fetchrow(
+        f"""UPDATE {table.name} SET {assignments}, updated_at = now()
+             WHERE id = $1 AND organization_id = $2 AND deleted_at IS NULL RETURNING *""",
+        args.id,
+        ctx.organization_id,
+        *(getattr(args, f) for f in fields),
+    )
+    if row is None:
+        raise table.not_found(args.id)
+    return row
+
+
+async def soft_delete(ctx: ToolContext, table: Table, row_id: uuid.UUID) -> asyncpg.Record:
+    """Mark one live row deleted; its id and label."""
+    row = await ctx.conn.fetchrow(
+        f"""UPDATE {table.name} SET deleted_at = now(), updated_at = now()
+             WHERE id = $1 AND organization_id = $2 AND deleted_at IS NULL
+         RETURNING id, {table.label}""",
+        row_id,
+        ctx.organization_id,
+    )
+    if row is None:
+        raise table.not_found(row_id)
+    return row
+
+
+async def require_program(ctx: ToolContext, program_id: uuid.UUID) -> asyncpg.Record:
+    """A live program another entity refers to."""
+    row = await ctx.conn.fetchrow(
+        "SELECT * FROM programs WHERE id = $1 AND organization_id = $2 AND deleted_at IS NULL",
+        program_id,
+        ctx.organization_id,
+    )
+    if row is None:
+        raise not_found("program", program_id, PROGRAMS.hint)
+    return row
+
+
+async def require_membership(ctx: ToolContext, membership_id: uuid.UUID, hint: str = MEMBERS_HINT) -> asyncpg.Record:
+    """A member of the organization, with the user's name and email."""
+    row = await ctx.conn.fetchrow(
+        """SELECT m.*, u.full_name, u.email FROM memberships m JOIN users u ON u.id = m.user_id
             WHERE m.id = $1 AND m.organization_id = $2""",
         membership_id,
-        organization_id,
+        ctx.organization_id,
     )
     if row is None:
-        raise ToolFailure(
-            "not_found",
-            f"No member with membershipId {membership_id} in this organization.",
-            hint="Use read__members_search to find the membershipId.",
-        )
+        raise not_found("member with membershipId", membership_id, hint)
     return row
-
-
-def str_or_none(value: Any) -> str | None:
-    return None if value is None else str(value)
-
-
-# Tables with a soft delete, and the column that names a row in the deleted-result.
-_SOFT_DELETABLE = {"workouts": "title", "tasks": "title", "programs": "name"}
-
-
-async def soft_delete(conn: asyncpg.Connection, table: str, organization_id: str, row_id: uuid.UUID) -> tuple[str, str] | None:
-    """Mark one live row of the organization deleted; (id, its name) or None when there is none."""
-    label = _SOFT_DELETABLE[table]  # a fixed map, never caller text, so the SQL below is safe
-    row = await conn.fetchrow(
-        f"""UPDATE {table} SET deleted_at = now(), updated_at = now()
-             WHERE id = $1 AND organization_id = $2 AND deleted_at IS NULL
-         RETURNING id, {label} AS label""",
-        row_id,
-        organization_id,
-    )
-    return (str(row["id"]), row["label"]) if row else None

@@ -9,12 +9,24 @@ import uuid
 from datetime import datetime
 from typing import ClassVar, Literal
 
-import asyncpg
 from pydantic import Field
 
 from ..context import ToolContext
-from ..declaration import Audit, Inverse, ToolFailure, ToolInput, ToolOutput, agent_tool
-from .common import IdInput, Name, PatchInput, Text, id_of, require_membership, require_program, soft_delete
+from ..declaration import ToolFailure, ToolInput, ToolOutput, ToolRouter
+from .common import (
+    PROGRAMS,
+    IdInput,
+    Name,
+    PatchInput,
+    Text,
+    insert,
+    patch,
+    require_membership,
+    require_program,
+    soft_delete,
+)
+
+router = ToolRouter("programs", resource="program")
 
 ProgramKind = Literal["group", "coaching", "feed"]
 
@@ -32,7 +44,6 @@ class ProgramsCreateInput(ToolInput):
 
 
 class ProgramsUpdateInput(PatchInput):
-    COLUMNS: ClassVar = {"name": "name", "description": "description", "kind": "kind", "is_active": "is_active"}
     REQUIRED: ClassVar = frozenset({"name", "kind", "is_active"})
 
     id: uuid.UUID = Field(description="Program id.")
@@ -48,7 +59,7 @@ class EnrollMemberInput(ToolInput):
 
 
 class Program(ToolOutput):
-    id: str
+    id: uuid.UUID
     name: str
     description: str | None
     kind: str
@@ -56,116 +67,72 @@ class Program(ToolOutput):
 
 
 class DeletedProgram(ToolOutput):
-    id: str
+    id: uuid.UUID
     name: str
     deleted: bool = True
 
 
 class Enrollment(ToolOutput):
-    id: str = Field(description="Enrollment id.")
-    program_id: str
+    id: uuid.UUID = Field(description="Enrollment id.")
+    program_id: uuid.UUID
     program_name: str
-    membership_id: str
+    membership_id: uuid.UUID
     member_name: str
     enrolled_at: datetime
 
 
-AUDIT_RESOURCE = "program"
-
-
-@agent_tool(
-    router="programs",
-    action="create",
-    summary="Create a training program: a name, an optional description and a kind — group (classes), "
+@router.write(
+    "create",
+    "Create a training program: a name, an optional description and a kind — group (classes), "
     "coaching (1-on-1) or feed (workouts to follow). Returns the program with its id.",
-    input=ProgramsCreateInput,
-    side_effects="write",
-    audit=Audit(resource=AUDIT_RESOURCE, action_label="program.created"),
-    inverse=Inverse(router="programs", action="delete", build_input=id_of),
+    inverse="delete",
 )
 async def create(ctx: ToolContext, args: ProgramsCreateInput) -> Program:
-    await _lock_names(ctx)
     await _check_name_free(ctx, args.name)
-    row = await ctx.conn.fetchrow(
-        """INSERT INTO programs (organization_id, name, description, kind) VALUES ($1, $2, $3, $4)
-        RETURNING id, name, description, kind::text AS kind, is_active""",
-        ctx.organization_id,
-        args.name,
-        args.description,
-        args.kind,
-    )
-    return _program(row)
+    return Program.from_row(await insert(ctx, PROGRAMS, args))
 
 
-@agent_tool(
-    router="programs",
-    action="update",
-    summary="Change a program's name, description, kind or active flag. Send only the fields to change.",
-    input=ProgramsUpdateInput,
-    side_effects="write",
-    audit=Audit(resource=AUDIT_RESOURCE, action_label="program.updated"),
+@router.write(
+    "update", "Change a program's name, description, kind or active flag. Send only the fields to change."
 )
 async def update(ctx: ToolContext, args: ProgramsUpdateInput) -> Program:
-    await require_program(ctx.conn, ctx.organization_id, args.id)
+    await require_program(ctx, args.id)
     if args.name is not None:
-        await _lock_names(ctx)
         await _check_name_free(ctx, args.name, besides=args.id)
-    assignments, values = args.assignments(first_param=3)
-    row = await ctx.conn.fetchrow(
-        f"""UPDATE programs SET {assignments}, updated_at = now()
-             WHERE id = $1 AND organization_id = $2 AND deleted_at IS NULL
-         RETURNING id, name, description, kind::text AS kind, is_active""",
-        args.id,
-        ctx.organization_id,
-        *values,
-    )
-    return _program(row)
+    return Program.from_row(await patch(ctx, PROGRAMS, args))
 
 
-@agent_tool(
-    router="programs",
-    action="delete",
-    summary="Delete a program (owners and admins only). The user is asked to confirm before it runs.",
-    input=IdInput,
-    roles=frozenset({"owner", "admin"}),
-    side_effects="write",
+@router.write(
+    "delete",
+    "Delete a program (owners and admins only). The user is asked to confirm before it runs.",
     confirm="destructive",
-    audit=Audit(resource=AUDIT_RESOURCE, action_label="program.deleted"),
+    roles={"owner", "admin"},
 )
 async def delete(ctx: ToolContext, args: IdInput) -> DeletedProgram:
-    deleted = await soft_delete(ctx.conn, "programs", ctx.organization_id, args.id)
-    if deleted is None:
-        raise ToolFailure(
-            "not_found",
-            f"No program {args.id} in this organization (it may have been deleted).",
-            hint="Use read__programs_list to find the programId.",
-        )
-    return DeletedProgram(id=deleted[0], name=deleted[1])
+    return DeletedProgram.from_row(await soft_delete(ctx, PROGRAMS, args.id))
 
 
-@agent_tool(
-    router="programs",
-    action="enroll_member",
-    summary="Enroll a member in a coaching or feed program (group programs are attended by booking classes "
+@router.write(
+    "enroll_member",
+    "Enroll a member in a coaching or feed program (group programs are attended by booking classes "
     "instead). Fails with already_enrolled if the member is enrolled already.",
-    input=EnrollMemberInput,
-    side_effects="write",
-    audit=Audit(resource="program_enrollment", action_label="program.member_enrolled"),
+    resource="program_enrollment",
+    audit_label="program.member_enrolled",
 )
 async def enroll_member(ctx: ToolContext, args: EnrollMemberInput) -> Enrollment:
-    program = await require_program(ctx.conn, ctx.organization_id, args.program_id)
+    program = await require_program(ctx, args.program_id)
     if program["kind"] not in ENROLLABLE_KINDS:
         raise ToolFailure(
             "not_enrollable",
             f"{program['name']} is a group program; only coaching and feed programs take enrollments.",
             hint="Members join group programs by booking its classes; tell the user so.",
         )
-    member = await require_membership(ctx.conn, ctx.organization_id, args.membership_id)
+    member = await require_membership(ctx, args.membership_id)
     # ON CONFLICT: a concurrent enrollment of the same pair is "already enrolled", not a crash.
     row = await ctx.conn.fetchrow(
         """INSERT INTO program_enrollments (program_id, membership_id) VALUES ($1, $2)
            ON CONFLICT (program_id, membership_id) DO NOTHING
-        RETURNING id, enrolled_at""",
+        RETURNING *""",
         args.program_id,
         args.membership_id,
     )
@@ -175,24 +142,14 @@ async def enroll_member(ctx: ToolContext, args: EnrollMemberInput) -> Enrollment
             f"{member['full_name']} is already enrolled in {program['name']}.",
             hint="Nothing to do; tell the user.",
         )
-    return Enrollment(
-        id=str(row["id"]),
-        program_id=str(program["id"]),
-        program_name=program["name"],
-        membership_id=str(member["id"]),
-        member_name=member["full_name"],
-        enrolled_at=row["enrolled_at"],
-    )
-
-
-async def _lock_names(ctx: ToolContext) -> None:
-    # Serialises name checks per organization, so two concurrent creates cannot both find a name free.
-    await ctx.conn.execute(
-        "SELECT pg_advisory_xact_lock(hashtextextended('programs:' || $1::text, 0))", ctx.organization_id
-    )
+    return Enrollment.from_row(row, program_name=program["name"], member_name=member["full_name"])
 
 
 async def _check_name_free(ctx: ToolContext, name: str, *, besides: uuid.UUID | None = None) -> None:
+    # The lock serialises name checks per organization, so two concurrent writes cannot both find a name free.
+    await ctx.conn.execute(
+        "SELECT pg_advisory_xact_lock(hashtextextended('programs:' || $1::text, 0))", ctx.organization_id
+    )
     taken = await ctx.conn.fetchval(
         """SELECT id FROM programs
             WHERE organization_id = $1 AND lower(name) = lower($2) AND deleted_at IS NULL
@@ -207,13 +164,3 @@ async def _check_name_free(ctx: ToolContext, name: str, *, besides: uuid.UUID | 
             f"A program named {name} already exists (id {taken}).",
             hint="Use that program, or choose another name.",
         )
-
-
-def _program(row: asyncpg.Record) -> Program:
-    return Program(
-        id=str(row["id"]),
-        name=row["name"],
-        description=row["description"],
-        kind=row["kind"],
-        is_active=row["is_active"],
-    )

@@ -12,7 +12,10 @@ from typing import Annotated, Literal
 from pydantic import Field, StringConstraints, model_validator
 
 from ..context import ToolContext
-from ..declaration import Role, ToolFailure, ToolInput, ToolOutput, agent_tool
+from ..declaration import Role, ToolFailure, ToolInput, ToolOutput, ToolRouter
+from .common import require_membership
+
+router = ToolRouter("read")
 
 MembershipStatus = Literal["active", "paused", "cancelled", "pending"]
 PaymentStatus = Literal["paid", "due", "overdue", "failed", "none"]
@@ -26,7 +29,7 @@ class GetCurrentContextInput(ToolInput):
 
 
 class OrganizationInfo(ToolOutput):
-    id: str
+    id: uuid.UUID
     name: str
     tier: str
     locale: str
@@ -34,8 +37,8 @@ class OrganizationInfo(ToolOutput):
 
 
 class CallerInfo(ToolOutput):
-    user_id: str
-    membership_id: str
+    user_id: uuid.UUID
+    membership_id: uuid.UUID
     name: str
     email: str
     role: str
@@ -49,18 +52,16 @@ class CurrentContext(ToolOutput):
     weekday: str = Field(description="Current weekday in the organization's timezone, e.g. Monday.")
 
 
-@agent_tool(
-    router="read",
-    action="get_current_context",
-    summary="Who and where the caller is: the organization (name, tier, locale, timezone), the caller's "
+@router.read(
+    "get_current_context",
+    "Who and where the caller is: the organization (name, tier, locale, timezone), the caller's "
     "identity and role, the reply locale, and the current date, time and weekday in the studio's timezone. "
     "Use it to resolve relative dates such as 'tomorrow' or 'next Monday'.",
-    input=GetCurrentContextInput,
 )
 async def get_current_context(ctx: ToolContext, args: GetCurrentContextInput) -> CurrentContext:
     org = await ctx.org()
     caller = await ctx.conn.fetchrow(
-        """SELECT u.id AS user_id, m.id AS membership_id, u.full_name, u.email, m.role::text AS role
+        """SELECT u.id AS user_id, m.id AS membership_id, u.full_name AS name, u.email, m.role
              FROM memberships m JOIN users u ON u.id = m.user_id
             WHERE m.id = $1 AND m.organization_id = $2""",
         ctx.actor.membership_id,
@@ -70,16 +71,8 @@ async def get_current_context(ctx: ToolContext, args: GetCurrentContextInput) ->
         raise ToolFailure("not_found", "The caller's membership was not found in this organization.")
     local_now = ctx.now.astimezone(org.tz)
     return CurrentContext(
-        organization=OrganizationInfo(
-            id=org.id, name=org.name, tier=org.tier, locale=org.locale, timezone=org.timezone
-        ),
-        caller=CallerInfo(
-            user_id=str(caller["user_id"]),
-            membership_id=str(caller["membership_id"]),
-            name=caller["full_name"],
-            email=caller["email"],
-            role=caller["role"],
-        ),
+        organization=OrganizationInfo.model_validate(org, from_attributes=True),
+        caller=CallerInfo.from_row(caller),
         locale=ctx.actor.locale,
         now=local_now.isoformat(timespec="seconds"),
         weekday=local_now.strftime("%A"),
@@ -94,7 +87,7 @@ class ProgramsListInput(ToolInput):
 
 
 class ProgramItem(ToolOutput):
-    id: str
+    id: uuid.UUID
     name: str
     kind: str = Field(description="group, coaching or feed.")
     description: str | None
@@ -105,30 +98,21 @@ class ProgramsList(ToolOutput):
     programs: list[ProgramItem]
 
 
-@agent_tool(
-    router="read",
-    action="programs_list",
-    summary="List the studio's training programs (id, name, kind, description, active flag), ordered by name. "
+@router.read(
+    "programs_list",
+    "List the studio's training programs (id, name, kind, description, active flag), ordered by name. "
     "Only active programs unless includeInactive is true.",
-    input=ProgramsListInput,
 )
 async def programs_list(ctx: ToolContext, args: ProgramsListInput) -> ProgramsList:
     rows = await ctx.conn.fetch(
-        """SELECT id, name, kind::text AS kind, description, is_active
+        """SELECT id, name, kind, description, is_active
              FROM programs
             WHERE organization_id = $1 AND deleted_at IS NULL AND ($2 OR is_active)
             ORDER BY name, id""",
         ctx.organization_id,
         args.include_inactive,
     )
-    return ProgramsList(
-        programs=[
-            ProgramItem(
-                id=str(r["id"]), name=r["name"], kind=r["kind"], description=r["description"], is_active=r["is_active"]
-            )
-            for r in rows
-        ]
-    )
+    return ProgramsList(programs=[ProgramItem.from_row(r) for r in rows])
 
 
 # members_search ------------------------------------------------------------------------------------
@@ -145,7 +129,7 @@ class MembersSearchInput(ToolInput):
 
 
 class MemberSummary(ToolOutput):
-    membership_id: str
+    membership_id: uuid.UUID
     name: str
     email: str
     role: str
@@ -159,19 +143,17 @@ class MembersSearchResult(ToolOutput):
     total: int = Field(description="Number of matches, which may exceed the members returned.")
 
 
-@agent_tool(
-    router="read",
-    action="members_search",
-    summary="Search the studio's people (members and staff) by name or email, optionally filtered by role, "
+@router.read(
+    "members_search",
+    "Search the studio's people (members and staff) by name or email, optionally filtered by role, "
     "membership status and payment status. Returns membershipIds for read__members_get. "
     'Use query "*" to list everyone matching the filters.',
-    input=MembersSearchInput,
 )
 async def members_search(ctx: ToolContext, args: MembersSearchInput) -> MembersSearchResult:
     patterns = [f"%{_escape_like(token)}%" for token in args.query.split() if token != "*"]
     rows = await ctx.conn.fetch(
-        """SELECT m.id, u.full_name, u.email, m.role::text AS role, m.status::text AS status, m.plan,
-                  m.payment_status::text AS payment_status, count(*) OVER () AS total
+        """SELECT m.id AS membership_id, u.full_name AS name, u.email, m.role, m.status, m.plan, m.payment_status,
+                  count(*) OVER () AS total
              FROM memberships m JOIN users u ON u.id = m.user_id
             WHERE m.organization_id = $1
               AND NOT EXISTS (SELECT 1 FROM unnest($2::text[]) AS p(pattern)
@@ -188,21 +170,8 @@ async def members_search(ctx: ToolContext, args: MembersSearchInput) -> MembersS
         args.payment_status,
         args.limit,
     )
-    return MembersSearchResult(
-        members=[
-            MemberSummary(
-                membership_id=str(r["id"]),
-                name=r["full_name"],
-                email=r["email"],
-                role=r["role"],
-                status=r["status"],
-                plan=r["plan"],
-                payment_status=r["payment_status"],
-            )
-            for r in rows
-        ],
-        total=rows[0]["total"] if rows else 0,
-    )
+    members = [MemberSummary.from_row(r) for r in rows]
+    return MembersSearchResult(members=members, total=rows[0]["total"] if rows else 0)
 
 
 def _escape_like(text: str) -> str:
@@ -218,8 +187,8 @@ class MembersGetInput(ToolInput):
 
 
 class MemberDetail(ToolOutput):
-    membership_id: str
-    user_id: str
+    membership_id: uuid.UUID
+    user_id: uuid.UUID
     name: str
     email: str
     phone: str | None
@@ -232,41 +201,19 @@ class MemberDetail(ToolOutput):
     days_since_last_visit: int | None
 
 
-@agent_tool(
-    router="read",
-    action="members_get",
-    summary="Full detail of one member by membershipId: contact, role, status, plan, payment status, "
+@router.read(
+    "members_get",
+    "Full detail of one member by membershipId: contact, role, status, plan, payment status, "
     "join date and last visit (with days since).",
-    input=MembersGetInput,
 )
 async def members_get(ctx: ToolContext, args: MembersGetInput) -> MemberDetail:
-    r = await ctx.conn.fetchrow(
-        """SELECT m.id, m.user_id, u.full_name, u.email, m.phone, m.role::text AS role, m.status::text AS status,
-                  m.plan, m.payment_status::text AS payment_status, m.joined_at, m.last_visit_at
-             FROM memberships m JOIN users u ON u.id = m.user_id
-            WHERE m.id = $1 AND m.organization_id = $2""",
-        args.membership_id,
-        ctx.organization_id,
-    )
-    if r is None:
-        raise ToolFailure(
-            "not_found",
-            f"No member with membershipId {args.membership_id} in this organization.",
-            hint="Use read__members_search to find the membershipId",
-        )
-    last_visit: datetime | None = r["last_visit_at"]
-    return MemberDetail(
-        membership_id=str(r["id"]),
-        user_id=str(r["user_id"]),
-        name=r["full_name"],
-        email=r["email"],
-        phone=r["phone"],
-        role=r["role"],
-        status=r["status"],
-        plan=r["plan"],
-        payment_status=r["payment_status"],
-        joined_at=r["joined_at"],
-        last_visit_at=last_visit,
+    # This tool's hint has always lacked the final period of the shared one; kept, so its output is unchanged.
+    member = await require_membership(ctx, args.membership_id, "Use read__members_search to find the membershipId")
+    last_visit: datetime | None = member["last_visit_at"]
+    return MemberDetail.from_row(
+        member,
+        membership_id=member["id"],
+        name=member["full_name"],
         days_since_last_visit=(ctx.now - last_visit).days if last_visit else None,
     )
 
@@ -302,16 +249,11 @@ class AskUserToPickInput(ToolInput):
         return self
 
 
-@agent_tool(
-    router="read",
-    action="ask_user_to_pick",
-    summary="Ask the user to choose when several entities match what they said — e.g. two members named Saar: "
+ask_user_to_pick = router.picker(
+    "ask_user_to_pick",
+    "Ask the user to choose when several entities match what they said — e.g. two members named Saar: "
     "prompt 'Which Saar?' with one candidate per match (id, label, and a sublabel that tells them apart). "
     "Do not guess between plausible matches. The conversation pauses until the user picks; the result is "
     "{pickedId, pickedLabel, kind}.",
     input=AskUserToPickInput,
-    kind="user_picker",
 )
-async def ask_user_to_pick(ctx: ToolContext, args: AskUserToPickInput) -> dict:
-    # Never called: the runner only holds picker calls, and the user's pick becomes the result.
-    raise ToolFailure("not_executable", "read__ask_user_to_pick is answered by the user's pick.")

@@ -1,0 +1,31 @@
+"""The gateway's edges on the bus, declared at module level so the AsyncAPI document lists them:
+the turn commands it publishes and the live conversation events it consumes."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from faststream import Context
+from faststream.nats import NatsRouter
+
+from spotter_shared import bus
+from spotter_shared.contracts.commands import CANCEL_SUSPENDED, CONFIRM_TOOL, PICK_TOOL, SEND_MESSAGE, UNDO
+from spotter_shared.contracts.events import CONVERSATION_EVENTS, ConversationEvent
+
+from .streams import LiveEvents
+
+LIVE = "live"
+
+router = NatsRouter()
+send_message = bus.publisher(router, SEND_MESSAGE)
+confirm_tool = bus.publisher(router, CONFIRM_TOOL)
+pick_tool = bus.publisher(router, PICK_TOOL)
+undo_tool = bus.publisher(router, UNDO)
+cancel_suspended = bus.publisher(router, CANCEL_SUSPENDED)
+
+
+# No queue group: every replica hears every conversation and hands each event to the streams it
+# serves. Events are ~40 ms batches, and the log in Postgres fills any gap, so a lost one is harmless.
+@bus.subscriber(router, CONVERSATION_EVENTS)
+async def on_conversation_event(event: ConversationEvent, live: Annotated[LiveEvents, Context(LIVE)]) -> None:
+    live.deliver(event)

@@ -1,0 +1,127 @@
+"""The orchestrator's edges on the bus, at module level: the five durable turn commands, the cancel
+broadcast, the admission request, and the two subjects it publishes. Each handler validates (its
+parameter is the contract), calls the core and acknowledges; the core knows nothing of NATS."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Annotated, Any
+
+from faststream import Context
+from faststream.middlewares import AckPolicy
+from faststream.nats import NatsBroker, NatsMessage, NatsRouter, PullSub
+from nats.js.api import ConsumerConfig
+
+from spotter_shared import bus
+from spotter_shared.bus import COMMANDS_JSTREAM, park
+from spotter_shared.contracts.base import Endpoint
+from spotter_shared.contracts.commands import (
+    ADMIT, CANCEL_SUSPENDED, CANCEL_TURN, CONFIRM_TOOL, ORCHESTRATOR_DURABLE, PICK_TOOL, SEND_MESSAGE, UNDO, Admission,
+    AdmitCommand, CancelSuspended, CancelTurn, ConfirmTool, PickTool, SendMessage, UndoTool,
+)
+from spotter_shared.contracts.events import CONVERSATION_EVENTS
+from spotter_shared.service import CORE
+
+from .settings import OrchestratorSettings
+from .turns import Delivery, TurnRunner
+
+Core = Annotated[TurnRunner, Context(CORE)]
+Broker = Annotated[NatsBroker, Context("broker")]
+
+COMMAND_ENDPOINTS: tuple[Endpoint[Any, Any], ...] = (SEND_MESSAGE, CONFIRM_TOOL, PICK_TOOL, UNDO, CANCEL_SUSPENDED)
+
+# Published edges, declared so the AsyncAPI document and tests see them.
+publishers = NatsRouter()
+conversation_events = bus.publisher(publishers, CONVERSATION_EVENTS)
+cancel_broadcast = bus.publisher(publishers, CANCEL_TURN)
+
+
+def durable_name(ep: Endpoint[Any, Any]) -> str:
+    # One durable pull consumer per command subject on the commands stream, shared by replicas.
+    return f"{ORCHESTRATOR_DURABLE}-{ep.subject.rsplit('.', 1)[-1]}"
+
+
+async def on_send(body: SendMessage, msg: NatsMessage, core: Core, broker: Broker) -> None:
+    await _handle(msg, core, broker, lambda delivery: core.send(body, delivery))
+
+
+async def on_confirm(body: ConfirmTool, msg: NatsMessage, core: Core, broker: Broker) -> None:
+    await _handle(msg, core, broker, lambda delivery: core.confirm(body, delivery))
+
+
+async def on_pick(body: PickTool, msg: NatsMessage, core: Core, broker: Broker) -> None:
+    await _handle(msg, core, broker, lambda delivery: core.pick(body, delivery))
+
+
+async def on_undo(body: UndoTool, msg: NatsMessage, core: Core, broker: Broker) -> None:
+    await _handle(msg, core, broker, lambda delivery: core.undo(body, delivery))
+
+
+async def on_cancel_suspended(body: CancelSuspended, msg: NatsMessage, core: Core, broker: Broker) -> None:
+    await _handle(msg, core, broker, lambda delivery: core.cancel_suspended(body, delivery))
+
+
+async def on_cancel(body: CancelTurn, core: Core) -> None:
+    # No queue group: every replica hears it; only the one running the turn acts.
+    core.cancel_running(body.turn_id)
+
+
+async def on_admit(body: AdmitCommand, core: Core) -> Admission:
+    return await core.admit(body)
+
+
+HANDLERS: dict[str, Callable[..., Awaitable[None]]] = {
+    SEND_MESSAGE.subject: on_send, CONFIRM_TOOL.subject: on_confirm, PICK_TOOL.subject: on_pick,
+    UNDO.subject: on_undo, CANCEL_SUSPENDED.subject: on_cancel_suspended,
+}
+
+
+def build_router(settings: OrchestratorSettings) -> NatsRouter:
+    """Subscribers whose consumer settings come from configuration, around the module-level handlers."""
+    router = NatsRouter()
+    for ep in COMMAND_ENDPOINTS:
+        router.subscriber(
+            ep.subject, stream=COMMANDS_JSTREAM, durable=durable_name(ep), pull_sub=PullSub(timeout=1.0),
+            config=ConsumerConfig(ack_wait=settings.spotter_ack_wait_s, max_deliver=-1, max_ack_pending=1000),
+            ack_policy=AckPolicy.MANUAL, max_workers=settings.spotter_turn_concurrency, description=ep.description,
+        )(HANDLERS[ep.subject])
+    bus.subscriber(router, CANCEL_TURN)(on_cancel)
+    bus.subscriber(router, ADMIT)(on_admit)
+    return router
+
+
+async def _handle(msg: NatsMessage, core: TurnRunner, broker: NatsBroker, run: Callable[[Delivery], Awaitable[None]]) -> None:
+    limit = core.settings.spotter_max_deliveries + 1
+    if msg.raw_message.metadata.num_delivered > limit:
+        # The turn itself gives up (error `internal` + done) on the last try; a command that
+        # fails even before that is parked with its reason instead of looping forever.
+        await park(broker, msg.raw_message, f"gave up after {limit} deliveries")
+        await msg.ack_sync()
+        return
+    async with _heartbeat(msg, core.settings.spotter_ack_wait_s / 3) as delivery:
+        await run(delivery)
+    # Double ack: the command is gone only once the server confirms it.
+    await msg.ack_sync()
+
+
+@contextlib.asynccontextmanager
+async def _heartbeat(msg: NatsMessage, every_s: float) -> AsyncIterator[Delivery]:
+    """Tell JetStream the command is still being worked on, so only a dead replica's work is redelivered."""
+    raw = msg.raw_message
+
+    async def keepalive() -> None:
+        await raw.in_progress()
+
+    async def beat() -> None:
+        while True:
+            await asyncio.sleep(every_s)
+            with contextlib.suppress(Exception):
+                await raw.in_progress()
+
+    task = asyncio.create_task(beat())
+    try:
+        yield Delivery(attempt=raw.metadata.num_delivered, keepalive=keepalive)
+    finally:
+        task.cancel()

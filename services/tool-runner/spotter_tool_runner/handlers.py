@@ -1,0 +1,71 @@
+"""The tool-runner's subjects: each handler takes one typed request and hands it to the core."""
+
+from __future__ import annotations
+
+from faststream import Context
+from faststream.nats import NatsRouter
+
+from spotter_shared.bus import subscriber
+from spotter_shared.contracts.tools import (
+    EXECUTE_TOOL,
+    TOOL_CALLS,
+    TOOL_CATALOG,
+    TOOL_CLOSE,
+    TOOL_RESOLVE,
+    UNDO_TOOL,
+    CallsQuery,
+    CallStates,
+    CatalogRequest,
+    ClosedCalls,
+    CloseCalls,
+    ExecuteTool,
+    ResolveCall,
+    ToolCatalog,
+    ToolOutcome,
+    UndoOutcome,
+    UndoRequest,
+)
+from spotter_shared.service import CORE
+
+from .runner import ToolRunner
+
+
+async def tool_catalog(request: CatalogRequest, core: ToolRunner = Context(CORE)) -> ToolCatalog:
+    return core.catalog(request)
+
+
+async def execute_tool(command: ExecuteTool, core: ToolRunner = Context(CORE)) -> ToolOutcome:
+    return await core.execute(command)
+
+
+async def undo_tool(request: UndoRequest, core: ToolRunner = Context(CORE)) -> UndoOutcome:
+    return await core.undo(request)
+
+
+async def tool_calls(query: CallsQuery, core: ToolRunner = Context(CORE)) -> CallStates:
+    return await core.calls(query)
+
+
+async def resolve_call(request: ResolveCall, core: ToolRunner = Context(CORE)) -> ToolOutcome:
+    return await core.resolve(request)
+
+
+async def close_calls(request: CloseCalls, core: ToolRunner = Context(CORE)) -> ClosedCalls:
+    return await core.close(request)
+
+
+def build_router(max_workers: int) -> NatsRouter:
+    """The subscribers of every endpoint above. Built per app rather than at import, because how
+    many requests a subject serves at once is a setting: calls run concurrently so that one slow
+    tool (or one waiting on a row lock) does not hold up the others."""
+    router = NatsRouter()
+    subscriber(router, TOOL_CATALOG)(tool_catalog)  # answered from memory: one at a time is enough
+    for endpoint, handler in (
+        (EXECUTE_TOOL, execute_tool),
+        (UNDO_TOOL, undo_tool),
+        (TOOL_CALLS, tool_calls),
+        (TOOL_RESOLVE, resolve_call),
+        (TOOL_CLOSE, close_calls),
+    ):
+        subscriber(router, endpoint, max_workers=max_workers)(handler)
+    return router

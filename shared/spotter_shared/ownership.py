@@ -1,0 +1,66 @@
+"""One writer per table (STYLE.md §12), as data: the one owner that may INSERT, UPDATE or DELETE
+each table. Any service may read any table; a service that needs another's table changed asks its
+owner over a subject. `tests/test_architecture.py` holds the code to this map, and every table a
+migration creates must appear here, so a new table cannot land without an owner."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Final, Literal, get_args
+
+# The five services are named as their package directories under services/. "cli" is the
+# `spotter` command (migrations, demo seed, onboarding): it writes, but is not a running service.
+Owner = Literal["gateway", "orchestrator", "tool-runner", "billing", "rag", "cli"]
+OWNERS: Final[tuple[Owner, ...]] = get_args(Owner)
+
+
+@dataclass(frozen=True)
+class Table:
+    name: str
+    owner: Owner
+    what: str
+
+
+TABLES: Final[tuple[Table, ...]] = (
+    # The agent loop: the conversation, its history and its append-only event log.
+    Table("ai_conversations", "orchestrator", "A conversation; its last_event_seq numbers the event log."),
+    Table("ai_messages", "orchestrator", "The model-facing history, replayed into each prompt."),
+    Table("ai_turns", "orchestrator", "One user message or resume command and how it ended."),
+    Table("ai_conversation_events", "orchestrator", "The SSE event log the gateway replays and streams."),
+    # Tool calls and the studio data they change.
+    Table("ai_tool_executions", "tool-runner", "One tool call: claimed once, held for approval, result kept."),
+    Table("audit_logs", "tool-runner", "Who changed what, written with each write tool's change."),
+    Table("programs", "tool-runner", "Studio programs, changed by the programs tools."),
+    Table("workouts", "tool-runner", "Studio workouts, changed by the workouts tools."),
+    Table("workout_sections", "tool-runner", "A workout's sections, replaced wholesale with it."),
+    Table("workout_movements", "tool-runner", "A section's movements, replaced wholesale with it."),
+    Table("program_enrollments", "tool-runner", "Members enrolled in programs."),
+    Table("tasks", "tool-runner", "The studio's to-do list."),
+    # Money.
+    Table("ai_usage_daily", "billing", "Tokens and cost per org, user and day; the spend cap reads it."),
+    Table("ai_conversation_usage", "billing", "Lifetime tokens and cost per conversation."),
+    # Retrieval.
+    Table("ai_cache", "rag", "Cached model answers keyed by model and input hash."),
+    # Set up by the `spotter` command; the services only read them.
+    Table("schema_migrations", "cli", "Applied migrations and their checksums."),
+    Table("organizations", "cli", "Studios (tenants)."),
+    Table("users", "cli", "People, across studios."),
+    Table("memberships", "cli", "A user's role and plan in one studio."),
+)
+
+OWNER_BY_TABLE: Final[Mapping[str, Owner]] = MappingProxyType({t.name: t.owner for t in TABLES})
+
+# Every owner is a key, so "owns nothing" (the gateway only reads) is stated, not implied.
+TABLES_BY_OWNER: Final[Mapping[Owner, tuple[str, ...]]] = MappingProxyType(
+    {owner: tuple(t.name for t in TABLES if t.owner == owner) for owner in OWNERS}
+)
+
+
+def owner_of(table: str) -> Owner:
+    """The one writer of `table`; KeyError for a table nobody has been given."""
+    try:
+        return OWNER_BY_TABLE[table]
+    except KeyError:
+        raise KeyError(f"table {table!r} has no owner in spotter_shared.ownership") from None
