@@ -6,7 +6,8 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Generic
 
 from faststream.middlewares import ExceptionMiddleware
 from faststream.nats import JStream, NatsBroker, NatsMessage, NatsRouter
@@ -170,41 +171,58 @@ async def request(
     timeout: float,
     trace_id: str | None = None,
 ) -> R:
-    """Typed request/reply: returns the endpoint's reply type. Raises RemoteError for a typed error
-    reply, TimeoutError on deadline."""
+    """Typed request/reply on a bare broker (tests and tools); services ask through their declared
+    `Requester`s. Raises RemoteError for a typed error reply, TimeoutError on deadline."""
+    msg = await broker.request(payload.to_bytes(), ep.subject, timeout=timeout, headers=_trace(trace_id))
+    return _reply(ep, msg)
+
+
+def _trace(trace_id: str | None) -> dict[str, str] | None:
+    return {TRACE_HEADER: trace_id} if trace_id else None
+
+
+def _reply(ep: Endpoint[P, R], msg: NatsMessage) -> R:
     if ep.reply is None:
         raise TypeError(f"{ep.subject} is a {ep.pattern}, not a request")
-    headers = {TRACE_HEADER: trace_id} if trace_id else None
-    msg = await broker.request(payload.to_bytes(), ep.subject, timeout=timeout, headers=headers)
-    body = msg.body
     code = (msg.headers or {}).get(ERROR_HEADER)
     if code:
-        err = ErrorReply.model_validate_json(body)
+        err = ErrorReply.model_validate_json(msg.body)
         raise RemoteError(err.code, err.message)
-    return ep.reply.model_validate_json(body)
+    return ep.reply.model_validate_json(msg.body)
 
 
-async def request_patiently(
-    broker: NatsBroker,
-    ep: Endpoint[P, R],
-    payload: P,
-    *,
-    timeout: float,
-    attempts: int,
-    trace_id: str | None = None,
-    backoff_s: float = 0.3,
-) -> R:
-    """`request` for idempotent endpoints: a timeout, or a moment with no responder connected (a
-    restart), is answered by asking again, backing off a little more each time."""
-    for attempt in range(1, attempts + 1):
-        try:
-            return await request(broker, ep, payload, timeout=timeout, trace_id=trace_id)
-        except TimeoutError:
-            log.warning("%s timed out (attempt %d of %d)", ep.subject, attempt, attempts)
-        except NoRespondersError:
-            log.warning("no responder on %s (attempt %d of %d)", ep.subject, attempt, attempts)
-            await asyncio.sleep(backoff_s * attempt)
-    raise TimeoutError(f"no answer on {ep.subject} after {attempts} attempts")
+@dataclass(frozen=True)
+class Requester(Generic[P, R]):
+    """A declared request edge: asking `endpoint` returns its reply type, and because it goes out
+    through a declared publisher the AsyncAPI document shows who asks, not only who answers."""
+
+    endpoint: Endpoint[P, R]
+    publisher: Publisher
+
+    async def __call__(self, payload: P, *, timeout: float, trace_id: str | None = None) -> R:
+        msg = await self.publisher.request(payload.to_bytes(), headers=_trace(trace_id), timeout=timeout)
+        return _reply(self.endpoint, msg)
+
+    async def patiently(self, payload: P, *, timeout: float, attempts: int, trace_id: str | None = None,
+                        backoff_s: float = 0.3) -> R:
+        """For idempotent endpoints: a timeout, or a moment with no responder connected (a
+        restart), is answered by asking again, backing off a little more each time."""
+        subject = self.endpoint.subject
+        for attempt in range(1, attempts + 1):
+            try:
+                return await self(payload, timeout=timeout, trace_id=trace_id)
+            except TimeoutError:
+                log.warning("%s timed out (attempt %d of %d)", subject, attempt, attempts)
+            except NoRespondersError:
+                log.warning("no responder on %s (attempt %d of %d)", subject, attempt, attempts)
+                await asyncio.sleep(backoff_s * attempt)
+        raise TimeoutError(f"no answer on {subject} after {attempts} attempts")
+
+
+def requester(router: NatsRouter, ep: Endpoint[P, R]) -> Requester[P, R]:
+    if ep.reply is None:
+        raise TypeError(f"{ep.subject} is a {ep.pattern}, not a request")
+    return Requester(ep, router.publisher(ep.subject, schema=ep.payload, description=f"Asks: {ep.description}"))
 
 
 def subscriber(router: NatsRouter, ep: Endpoint[P, R], **options: Any) -> Any:

@@ -14,7 +14,7 @@ from pydantic.alias_generators import to_camel
 from sse_starlette import EventSourceResponse
 
 from spotter_shared import bus
-from spotter_shared.contracts.billing import USAGE, UsageQuery
+from spotter_shared.contracts.billing import UsageQuery
 from spotter_shared.contracts.commands import PageContext, SendMessage, TurnCommand
 from spotter_shared.errors import ErrorCode, RemoteError, SpotterError
 from spotter_shared.turnlock import TurnLock
@@ -227,10 +227,8 @@ async def get_conversation(actor: Member, db: Pool, conversation_id: Annotated[s
 @router.get("/usage")
 async def usage(request: Request, actor: Member) -> dict[str, Any]:
     try:
-        snapshot = await bus.request(
-            request.app.state.broker, USAGE, UsageQuery(organization_id=actor.organization_id),
-            timeout=5.0, trace_id=trace_id(request),
-        )
+        snapshot = await edges.usage(UsageQuery(organization_id=actor.organization_id), timeout=5.0,
+                                     trace_id=trace_id(request))
     except RemoteError as exc:
         raise exc.as_spotter() from exc
     return snapshot.model_dump(mode="json")

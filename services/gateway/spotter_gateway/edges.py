@@ -1,15 +1,19 @@
 """The gateway's edges on the bus, declared at module level so the AsyncAPI document lists them:
-the turn commands it publishes and the live conversation events it consumes."""
+the turn commands it publishes, the questions it asks (admission, usage) and the live conversation
+events it consumes."""
 
 from __future__ import annotations
 
 from typing import Annotated
 
 from faststream import Context
-from faststream.nats import NatsRouter
+from faststream.nats import NatsBroker, NatsRouter
 
 from spotter_shared import bus
-from spotter_shared.contracts.commands import CANCEL_SUSPENDED, CONFIRM_TOOL, PICK_TOOL, SEND_MESSAGE, UNDO
+from spotter_shared.service import service_broker
+from spotter_shared.settings import CommonSettings
+from spotter_shared.contracts.billing import USAGE
+from spotter_shared.contracts.commands import ADMIT, CANCEL_SUSPENDED, CONFIRM_TOOL, PICK_TOOL, SEND_MESSAGE, UNDO
 from spotter_shared.contracts.events import CONVERSATION_EVENTS, ConversationEvent
 
 from .streams import LiveEvents
@@ -22,6 +26,8 @@ confirm_tool = bus.publisher(router, CONFIRM_TOOL)
 pick_tool = bus.publisher(router, PICK_TOOL)
 undo_tool = bus.publisher(router, UNDO)
 cancel_suspended = bus.publisher(router, CANCEL_SUSPENDED)
+admit = bus.requester(router, ADMIT)
+usage = bus.requester(router, USAGE)
 
 
 # No queue group: every replica hears every conversation and hands each event to the streams it
@@ -29,3 +35,8 @@ cancel_suspended = bus.publisher(router, CANCEL_SUSPENDED)
 @bus.subscriber(router, CONVERSATION_EVENTS)
 async def on_conversation_event(event: ConversationEvent, live: Annotated[LiveEvents, Context(LIVE)]) -> None:
     live.deliver(event)
+
+
+def create_broker(settings: CommonSettings) -> NatsBroker:
+    """The gateway's broker; the AsyncAPI document is generated from it too."""
+    return service_broker("gateway", settings, router)

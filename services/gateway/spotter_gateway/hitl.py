@@ -13,7 +13,7 @@ from sse_starlette import EventSourceResponse
 
 from spotter_shared import bus
 from spotter_shared.contracts.commands import (
-    ADMIT, Actor, Admission, AdmitCommand, CancelSuspended, ConfirmTool, PickTool, TurnCommand, UndoTool,
+    Actor, Admission, AdmitCommand, CancelSuspended, ConfirmTool, PickTool, TurnCommand, UndoTool,
 )
 from spotter_shared.errors import ErrorCode, RemoteError, SpotterError
 
@@ -51,14 +51,20 @@ async def admit(request: Request, question: AdmitCommand) -> Admission:
     try:
         # Asked again while no orchestrator is connected (a restart), as the command itself would
         # have waited in JetStream: admission is idempotent for the same command.
-        return await bus.request_patiently(request.app.state.broker, ADMIT, question, timeout=ADMIT_TIMEOUT_S,
-                                           attempts=ADMIT_ATTEMPTS, trace_id=question.trace_id)
-    except RemoteError as exc:
-        if exc.code == ErrorCode.CONVERSATION_BUSY:
-            raise Busy() from exc
-        raise exc.as_spotter() from exc
-    except TimeoutError:
-        raise SpotterError(ErrorCode.INTERNAL, "The assistant is not reachable right now; try again.", status=503) from None
+        return await edges.admit.patiently(question, timeout=ADMIT_TIMEOUT_S, attempts=ADMIT_ATTEMPTS,
+                                           trace_id=question.trace_id)
+    except (RemoteError, TimeoutError) as exc:
+        raise refusal(exc) from exc
+
+
+def refusal(exc: RemoteError | TimeoutError) -> Busy | SpotterError:
+    """The HTTP translation of an admission that did not say yes. `conversation_busy` is not an HTTP
+    error for confirm / pick / undo (seed 000 answers it as an SSE error), so it stays distinct."""
+    if isinstance(exc, TimeoutError):
+        return SpotterError(ErrorCode.INTERNAL, "The assistant is not reachable right now; try again.", status=503)
+    if exc.code == ErrorCode.CONVERSATION_BUSY:
+        return Busy()
+    return exc.as_spotter()
 
 
 async def _resolve(request: Request, actor: Actor, conversation_id: uuid.UUID, tool_use_id: str,

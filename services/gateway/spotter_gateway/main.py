@@ -7,10 +7,9 @@ from contextlib import asynccontextmanager
 
 import uvicorn
 from fastapi import FastAPI
-from faststream.nats import NatsBroker
 
 from spotter_shared.auth import TokenVerifier
-from spotter_shared.service import infra, service_broker
+from spotter_shared.service import infra
 from spotter_shared.turnlock import TurnLock
 
 from . import agent, edges, errors, hitl, ops
@@ -19,22 +18,16 @@ from .settings import GatewaySettings
 from .streams import LiveEvents
 
 
-def create_broker(settings: GatewaySettings) -> NatsBroker:
-    """The gateway's declared edges; the AsyncAPI document is generated from this broker too."""
-    return service_broker("gateway", settings, edges.router)
-
-
 def create_app(settings: GatewaySettings) -> FastAPI:
-    broker = create_broker(settings)
+    broker = edges.create_broker(settings)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        broker.context.set_global(edges.LIVE, LiveEvents())
+        broker.context.set_global(edges.LIVE, live := LiveEvents())
         async with infra("gateway", settings, broker, start_broker=True) as opened:
-            app.state.settings, app.state.broker, app.state.pool, app.state.redis = settings, broker, opened.pool, opened.redis
-            app.state.live = broker.context.get(edges.LIVE)
+            app.state.settings, app.state.broker, app.state.pool, app.state.live = settings, broker, opened.pool, live
+            app.state.redis, app.state.turn_lock = opened.redis, TurnLock(opened.redis, settings.spotter_turn_lock_ttl_s)
             app.state.verifier = TokenVerifier(settings)
-            app.state.turn_lock = TurnLock(opened.redis, settings.spotter_turn_lock_ttl_s)
             yield
 
     app = FastAPI(title="Spotter gateway", version="0.1.0", lifespan=lifespan)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Awaitable, Callable
 
 from spotter_shared import bus
 from spotter_shared.contracts.events import ConversationEvent, SseEvent, TextDelta, conversation_subject
@@ -48,10 +49,13 @@ class Emitter:
         await self.flush()
         return await self._write(event)
 
-    async def finish(self, event: SseEvent, status: str, error_code: str | None = None) -> int:
-        """The turn's last event, stored in one transaction with the turn's terminal status."""
+    async def finish(self, event: SseEvent, status: str, error_code: str | None = None, *,
+                     before_publish: Callable[[], Awaitable[None]] | None = None) -> int:
+        """The turn's last event, stored in one transaction with the turn's terminal status.
+        `before_publish` runs once it is stored and before listeners hear of it: the lease is let
+        go there, so a client that answers `done` at once never finds the conversation busy."""
         await self.flush()
-        return await self._write(event, finish=(status, error_code))
+        return await self._write(event, finish=(status, error_code), before_publish=before_publish)
 
     async def text(self, delta: str) -> None:
         if self._suppress:
@@ -71,9 +75,12 @@ class Emitter:
             self._last_flush = time.monotonic()
             await self._write(TextDelta(delta=delta))
 
-    async def _write(self, event: SseEvent, finish: tuple[str, str | None] | None = None) -> int:
+    async def _write(self, event: SseEvent, finish: tuple[str, str | None] | None = None,
+                     before_publish: Callable[[], Awaitable[None]] | None = None) -> int:
         data = event.model_dump(mode="json", exclude_none=True)
         seq = await self._store.append_event(self.conversation_id, self.turn_id, event.type, data, finish=finish)
+        if before_publish is not None:
+            await before_publish()
         envelope = ConversationEvent(conversation_id=self.conversation_id, seq=seq, turn_id=self.turn_id, event=event)
         try:
             await bus.publish(self._events, envelope, subject=conversation_subject(self.conversation_id))

@@ -1,6 +1,7 @@
-"""The orchestrator's edges on the bus, at module level: the five durable turn commands, the cancel
-broadcast, the admission request, and the two subjects it publishes. Each handler validates (its
-parameter is the contract), calls the core and acknowledges; the core knows nothing of NATS."""
+"""What the orchestrator consumes, at module level: the five durable turn commands, the cancel
+broadcast and the admission request (what it sends is declared in edges.py). Each handler
+validates (its parameter is the contract), calls the core and acknowledges; the core knows
+nothing of NATS."""
 
 from __future__ import annotations
 
@@ -21,7 +22,6 @@ from spotter_shared.contracts.commands import (
     ADMIT, CANCEL_SUSPENDED, CANCEL_TURN, CONFIRM_TOOL, ORCHESTRATOR_DURABLE, PICK_TOOL, SEND_MESSAGE, UNDO, Admission,
     AdmitCommand, CancelSuspended, CancelTurn, ConfirmTool, PickTool, SendMessage, UndoTool,
 )
-from spotter_shared.contracts.events import CONVERSATION_EVENTS
 from spotter_shared.service import CORE
 
 from .settings import OrchestratorSettings
@@ -31,12 +31,6 @@ Core = Annotated[TurnRunner, Context(CORE)]
 Broker = Annotated[NatsBroker, Context("broker")]
 
 COMMAND_ENDPOINTS: tuple[Endpoint[Any, Any], ...] = (SEND_MESSAGE, CONFIRM_TOOL, PICK_TOOL, UNDO, CANCEL_SUSPENDED)
-
-# Published edges, declared so the AsyncAPI document and tests see them.
-publishers = NatsRouter()
-conversation_events = bus.publisher(publishers, CONVERSATION_EVENTS)
-cancel_broadcast = bus.publisher(publishers, CANCEL_TURN)
-
 
 def durable_name(ep: Endpoint[Any, Any]) -> str:
     # One durable pull consumer per command subject on the commands stream, shared by replicas.

@@ -9,7 +9,8 @@ from spotter_shared.contracts.commands import COMMANDS_STREAM
 from spotter_shared.service import Infra, run_app, service_app, service_broker
 from spotter_shared.turnlock import TurnLock
 
-from .handlers import COMMAND_ENDPOINTS, build_router, cancel_broadcast, conversation_events, durable_name, publishers
+from . import edges
+from .handlers import COMMAND_ENDPOINTS, build_router, durable_name
 from .model import ModelClient
 from .peers import Peers
 from .settings import OrchestratorSettings
@@ -18,14 +19,14 @@ from .turns import TurnRunner
 
 
 def create_app(settings: OrchestratorSettings) -> FastStream:
-    broker = service_broker("orchestrator", settings, build_router(settings), publishers)
+    broker = service_broker("orchestrator", settings, build_router(settings), edges.router)
     model = ModelClient(settings)
 
     async def make_core(infra: Infra) -> TurnRunner:
         await prune_consumers(broker, COMMANDS_STREAM, {durable_name(ep) for ep in COMMAND_ENDPOINTS})
-        peers = Peers(broker, rag_budget_s=settings.spotter_rag_budget_ms / 1000, tool_timeout_s=settings.spotter_tool_timeout_s)
+        peers = Peers(rag_budget_s=settings.spotter_rag_budget_ms / 1000, tool_timeout_s=settings.spotter_tool_timeout_s)
         lock = TurnLock(infra.redis, settings.spotter_turn_lock_ttl_s)
-        return TurnRunner(settings, Store(infra.pool), peers, model, lock, events=conversation_events, cancels=cancel_broadcast)
+        return TurnRunner(settings, Store(infra.pool), peers, model, lock, events=edges.conversation_events, cancels=edges.cancel_broadcast)
 
     return service_app("orchestrator", settings, broker, make_core, on_stop=model.close)
 

@@ -1,4 +1,5 @@
-"""Typed request/reply calls to tool-runner, billing and rag, each with its own deadline."""
+"""Typed request/reply calls to tool-runner, billing and rag, each with its own deadline, through
+the orchestrator's declared requesters (edges.py)."""
 
 from __future__ import annotations
 
@@ -6,31 +7,30 @@ import asyncio
 import logging
 import time
 
-from faststream.nats import NatsBroker
-
-from spotter_shared import bus
+from spotter_shared.bus import Requester
+from spotter_shared.contracts.base import P, R
 from spotter_shared.contracts.billing import (
-    BUDGET_CHECK, RESERVE, SETTLE, BudgetCheck, BudgetVerdict, ReserveBudget, Reservation, SettleUsage,
-    Settlement,
+    BudgetCheck, BudgetVerdict, ReserveBudget, Reservation, SettleUsage, Settlement,
 )
-from spotter_shared.contracts.base import Endpoint, P, R
 from spotter_shared.contracts.commands import Actor, Role
-from spotter_shared.contracts.rag import AMBIENT_SEARCH, AmbientHit, AmbientQuery
+from spotter_shared.contracts.rag import AmbientHit, AmbientQuery
 from spotter_shared.contracts.tools import (
-    EXECUTE_TOOL, TOOL_CALLS, TOOL_CATALOG, TOOL_CLOSE, TOOL_RESOLVE, UNDO_TOOL, CallsQuery, CallState, CatalogRequest,
-    CloseCalls, ExecuteTool, ResolveCall, ToolOutcome, ToolSpec, UndoOutcome, UndoRequest,
+    CallsQuery, CallState, CatalogRequest, CloseCalls, ExecuteTool, ResolveCall, ToolOutcome, ToolSpec, UndoOutcome,
+    UndoRequest,
 )
+
+from . import edges
 
 log = logging.getLogger(__name__)
 
 BILLING_TIMEOUT_S = 5.0
+CATALOG_TIMEOUT_S = 5.0
 TOOL_ATTEMPTS = 5
 CATALOG_TTL_S = 60.0
 
 
 class Peers:
-    def __init__(self, broker: NatsBroker, *, rag_budget_s: float, tool_timeout_s: float) -> None:
-        self._broker = broker
+    def __init__(self, *, rag_budget_s: float, tool_timeout_s: float) -> None:
         self._rag_budget_s = rag_budget_s
         self._tool_timeout_s = tool_timeout_s
         self._catalogs: dict[str, tuple[float, list[ToolSpec]]] = {}
@@ -39,54 +39,50 @@ class Peers:
         cached = self._catalogs.get(role)
         if cached and time.monotonic() - cached[0] < CATALOG_TTL_S:
             return cached[1]
-        catalog = await bus.request(self._broker, TOOL_CATALOG, CatalogRequest(role=role), timeout=5.0, trace_id=trace_id)
+        catalog = await edges.tool_catalog(CatalogRequest(role=role), timeout=CATALOG_TIMEOUT_S, trace_id=trace_id)
         self._catalogs[role] = (time.monotonic(), catalog.tools)
         return catalog.tools
 
     async def execute(self, cmd: ExecuteTool) -> ToolOutcome:
-        return await self._tool_runner(EXECUTE_TOOL, cmd, cmd.trace_id)
+        return await self._tool_runner(edges.execute_tool, cmd, cmd.trace_id)
 
     async def undo(self, req: UndoRequest) -> UndoOutcome:
-        return await self._tool_runner(UNDO_TOOL, req, req.trace_id)
+        return await self._tool_runner(edges.undo_tool, req, req.trace_id)
 
     async def calls(self, conversation_id: str, tool_use_ids: list[str], actor: Actor) -> dict[str, CallState]:
         """What the tool-runner recorded for these calls (it owns the records), by tool_use id."""
         query = CallsQuery(conversation_id=conversation_id, tool_use_ids=tool_use_ids, actor=actor)
-        states = await self._tool_runner(TOOL_CALLS, query, None)
+        states = await self._tool_runner(edges.tool_calls, query, None)
         return {state.tool_use_id: state for state in states.calls}
 
     async def resolve(self, req: ResolveCall) -> ToolOutcome:
         """A person's reject or pick, recorded once by the runner (a repeat is `tool_already_resolved`)."""
-        return await self._tool_runner(TOOL_RESOLVE, req, req.trace_id)
+        return await self._tool_runner(edges.resolve_call, req, req.trace_id)
 
     async def close(self, req: CloseCalls) -> list[str]:
-        closed = await self._tool_runner(TOOL_CLOSE, req, req.trace_id)
+        closed = await self._tool_runner(edges.close_calls, req, req.trace_id)
         return closed.tool_use_ids
 
-    async def _tool_runner(self, ep: Endpoint[P, R], payload: P, trace_id: str | None) -> R:
+    async def _tool_runner(self, ask: Requester[P, R], payload: P, trace_id: str | None) -> R:
         # Every tool-runner request is idempotent on its side (executions and undos are keyed by
         # call), so asking again after a timeout never runs anything twice.
-        return await bus.request_patiently(self._broker, ep, payload, timeout=self._tool_timeout_s,
-                                           attempts=TOOL_ATTEMPTS, trace_id=trace_id)
+        return await ask.patiently(payload, timeout=self._tool_timeout_s, attempts=TOOL_ATTEMPTS, trace_id=trace_id)
 
     async def precheck(self, organization_id: str, trace_id: str) -> BudgetVerdict:
-        return await bus.request(self._broker, BUDGET_CHECK, BudgetCheck(organization_id=organization_id),
-                                 timeout=BILLING_TIMEOUT_S, trace_id=trace_id)
+        return await edges.budget_check(BudgetCheck(organization_id=organization_id), timeout=BILLING_TIMEOUT_S, trace_id=trace_id)
 
     async def reserve(self, req: ReserveBudget, trace_id: str) -> Reservation:
-        return await bus.request(self._broker, RESERVE, req, timeout=BILLING_TIMEOUT_S, trace_id=trace_id)
+        return await edges.reserve_budget(req, timeout=BILLING_TIMEOUT_S, trace_id=trace_id)
 
     async def settle(self, req: SettleUsage, trace_id: str) -> Settlement:
-        return await bus.request(self._broker, SETTLE, req, timeout=BILLING_TIMEOUT_S, trace_id=trace_id)
+        return await edges.settle_usage(req, timeout=BILLING_TIMEOUT_S, trace_id=trace_id)
 
     async def ambient(self, organization_id: str, query: str, trace_id: str) -> list[AmbientHit]:
         """Seed 000: 800 ms budget, never fails the turn."""
         try:
             async with asyncio.timeout(self._rag_budget_s):
-                res = await bus.request(
-                    self._broker, AMBIENT_SEARCH, AmbientQuery(organization_id=organization_id, query=query),
-                    timeout=self._rag_budget_s, trace_id=trace_id,
-                )
+                res = await edges.ambient_search(AmbientQuery(organization_id=organization_id, query=query),
+                                                 timeout=self._rag_budget_s, trace_id=trace_id)
         except Exception as exc:  # noqa: BLE001 — ambient context is optional by design
             log.info("ambient search skipped: %s", type(exc).__name__)
             return []

@@ -142,12 +142,19 @@ class TurnRunner:
             return
         emitter = Emitter(self._store, self._events, meta.conversation_id, meta.turn_id)
         renew = asyncio.create_task(self._keep_lease(meta))
+
+        async def let_go() -> None:
+            # Stop renewing before releasing, or a renewal in flight could take the lease back.
+            renew.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await renew
+            await self._lock.release(meta.conversation_id, meta.turn_id)
+
         try:
             outcome = await self._outcome(meta, turn, delivery, emitter, body)
-            await self._finish(meta, emitter, outcome)
+            await self._finish(meta, emitter, outcome, let_go)
         finally:
-            renew.cancel()
-            await self._lock.release(meta.conversation_id, meta.turn_id)
+            await let_go()
 
     async def _outcome(self, meta: TurnMeta, turn: TurnRecord, delivery: Delivery, emitter: Emitter, body: Body) -> Outcome:
         if delivery.attempt > self._settings.spotter_max_deliveries:
@@ -182,11 +189,11 @@ class TurnRunner:
             with contextlib.suppress(Exception):
                 await self._lock.claim(meta.conversation_id, meta.turn_id)
 
-    async def _finish(self, meta: TurnMeta, emitter: Emitter, outcome: Outcome) -> None:
+    async def _finish(self, meta: TurnMeta, emitter: Emitter, outcome: Outcome, let_go: Callable[[], Awaitable[None]]) -> None:
         usage = (await self._store.turn(meta.turn_id)).usage
         match outcome:
             case Finished():
-                await emitter.finish(Done(conversation_id=meta.conversation_id, usage=usage), "completed")
+                await emitter.finish(Done(conversation_id=meta.conversation_id, usage=usage), "completed", before_publish=let_go)
                 total_in = usage.input_tokens + usage.cache_read_tokens
                 telemetry.event(
                     log, "agent.turn.completed", inputTokens=usage.input_tokens, outputTokens=usage.output_tokens,
@@ -196,11 +203,11 @@ class TurnRunner:
                 )
             case Suspended():
                 # Seed 000: the loop suspends and the controller emits `done` with usage 0.
-                await emitter.finish(Done(conversation_id=meta.conversation_id, usage=TurnUsage()), "suspended")
+                await emitter.finish(Done(conversation_id=meta.conversation_id, usage=TurnUsage()), "suspended", before_publish=let_go)
             case Failed(code=code, message=message):
                 await emitter.emit(ErrorEvent(code=code, message=message, trace_id=meta.trace_id))
                 status = "aborted" if code == ErrorCode.ABORTED else "failed"
-                await emitter.finish(Done(conversation_id=meta.conversation_id, usage=usage), status, code)
+                await emitter.finish(Done(conversation_id=meta.conversation_id, usage=usage), status, code, before_publish=let_go)
                 telemetry.event(log, "agent.turn.failed", errorCode=code, traceId=meta.trace_id)
 
     # send -------------------------------------------------------------------------------------------

@@ -51,7 +51,7 @@ R = TypeVar("R", bound=Contract)
 class Endpoint(Generic[P, R]):
     """One subject and its contract. Services never spell subjects as literals; they use these.
 
-    Generic in its payload and reply, so `bus.request(broker, RESERVE, ...)` returns a `Reservation`
+    Generic in its payload and reply, so asking RESERVE returns a `Reservation`
     to the type checker and at run time alike."""
 
     subject: str
