@@ -1,4 +1,4 @@
-"""`spotter`: migrate, seed-demo, token, subjects, asyncapi, chat and up."""
+"""`spotter`: migrate, seed-demo, token, subjects, docs, asyncapi, chat and up."""
 
 from __future__ import annotations
 
@@ -49,12 +49,32 @@ def _token(args: argparse.Namespace) -> int:
     return 0
 
 
-def _subjects(_: argparse.Namespace) -> int:
+def _subjects(args: argparse.Namespace) -> int:
+    if args.edges:
+        from .docs import edges_markdown
+
+        print(edges_markdown(), end="")
+        return 0
     width = max(len(ep.subject) for ep in CATALOG)
     for ep in CATALOG:
         reply = f" -> {ep.reply.__name__}" if ep.reply else ""
         where = f" [stream {ep.stream}]" if ep.stream else (f" [queue {ep.queue}]" if ep.queue else "")
         print(f"{ep.subject:<{width}}  {ep.pattern:<7}  {ep.payload.__name__}{reply}{where}  {ep.description}")
+    return 0
+
+
+def _docs(args: argparse.Namespace) -> int:
+    from .docs import README, render
+
+    current = README.read_text()
+    wanted = render(current)
+    if args.check:
+        if wanted != current:
+            print(f"{README}'s generated tables are stale: run `spotter docs`", file=sys.stderr)
+            return 1
+        return 0
+    README.write_text(wanted)
+    print(f"wrote {README}")
     return 0
 
 
@@ -94,7 +114,12 @@ def main(argv: list[str] | None = None) -> None:
     token = sub.add_parser("token", help="print a development JWT for a seeded user")
     token.add_argument("email")
     token.set_defaults(func=_token)
-    sub.add_parser("subjects", help="print the NATS subject catalog").set_defaults(func=_subjects)
+    subjects = sub.add_parser("subjects", help="print the NATS subject catalog")
+    subjects.add_argument("--edges", action="store_true", help="who sends and who receives each subject (markdown)")
+    subjects.set_defaults(func=_subjects)
+    docs = sub.add_parser("docs", help="regenerate the README's owner and subject tables")
+    docs.add_argument("--check", action="store_true", help="exit 1 when they are stale instead of writing")
+    docs.set_defaults(func=_docs)
     api = sub.add_parser("asyncapi", help="write (or --check) the AsyncAPI document")
     api.add_argument("--check", action="store_true")
     api.add_argument("--path")
