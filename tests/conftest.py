@@ -16,7 +16,7 @@ import asyncpg
 import pytest
 from redis.asyncio import Redis
 
-from spotter_cli.devstack import DevStack, StackUrls, create_database, drop_database
+from spotter_cli.devstack import DevStack, NatsServerProcess, StackUrls, create_database, drop_database
 from spotter_shared.db import create_pool, migrate
 
 
@@ -99,3 +99,13 @@ async def redis(stack: StackUrls) -> AsyncIterator[Redis]:
     r = Redis.from_url(stack.redis_url, decode_responses=True)
     yield r
     await r.aclose()
+
+
+@pytest.fixture(scope="module")
+def private_nats(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A NATS server of the test module's own, for contract tests whose queue groups and durable
+    consumers must not meet the services the end-to-end tests leave running on the session's."""
+    server = NatsServerProcess(tmp_path_factory.mktemp("nats"), monitor=False)
+    server.start()
+    yield server.url
+    server.stop()

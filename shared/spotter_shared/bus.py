@@ -37,6 +37,7 @@ from .errors import ErrorCode, RemoteError, SpotterError
 log = logging.getLogger(__name__)
 
 DLQ_STREAM = "SPOTTER_DLQ"
+JS_ACK_PREFIX = "$JS.ACK."
 
 # Commands are few and each is a user's turn: keep them long enough for a crashed replica's
 # redelivery, and dedupe re-publication within 10 minutes.
@@ -106,7 +107,12 @@ def contract_errors(broker_ref: list[NatsBroker]) -> ExceptionMiddleware:
 async def _reject(broker: NatsBroker, message: NatsMessage, code: str, reason: str) -> Response | None:
     if message.reply_to:
         return Response(ErrorReply(code=code, message=reason).to_bytes(), headers={ERROR_HEADER: code})
-    await park(broker, message.raw_message, f"{code}: {reason}")
+    raw = message.raw_message
+    await park(broker, raw, f"{code}: {reason}")
+    if (raw.reply or "").startswith(JS_ACK_PREFIX):
+        # Parked, so done with: un-acked it would come back every ack wait and be parked again,
+        # for ever. Double ack, as for a handled command.
+        await raw.ack_sync()
     return None
 
 

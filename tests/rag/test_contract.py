@@ -17,7 +17,7 @@ from faststream import TestApp
 from faststream.nats import NatsBroker
 from nats.aio.client import Client
 
-from spotter_cli.devstack import NatsServerProcess, StackUrls
+from spotter_cli.devstack import StackUrls
 from spotter_rag.main import RagSettings, create_app
 from spotter_shared.bus import request
 from spotter_shared.contracts.base import ERROR_HEADER, ErrorReply
@@ -26,14 +26,6 @@ from spotter_shared.errors import RemoteError
 from tests.factories import Studio, make_studio
 
 QUESTION = "can you find saar and tell me about their payment plan"
-
-
-@pytest.fixture(scope="module")
-def private_nats(tmp_path_factory: pytest.TempPathFactory):
-    server = NatsServerProcess(tmp_path_factory.mktemp("rag-nats"), monitor=False)
-    server.start()
-    yield server.url
-    server.stop()
 
 
 @pytest.fixture(scope="module")
