@@ -11,6 +11,7 @@ from typing import Any
 
 import asyncpg
 from faststream import FastStream
+from faststream._internal.context.context_type import Context as ContextField  # the class behind Context()
 from faststream.nats import NatsBroker, NatsRouter
 from redis.asyncio import Redis
 
@@ -20,8 +21,16 @@ from .db import create_pool
 from .settings import CommonSettings
 
 # The name under which a service's core object sits in the broker's context; module-level handlers
-# take it as `core: Core = Context(CORE)`.
+# take it as `core: Annotated[TheCore, FromContext(CORE)]`.
 CORE = "core"
+
+
+class FromContext(ContextField):
+    """FastStream's `Context`, resolved on the event loop. fast_depends runs a custom field's sync
+    `use` in a worker thread — a thread hop per message (measured here: ~0.1–0.4 ms of CPU each)."""
+
+    async def use(self, /, **kwargs: Any) -> dict[str, Any]:  # type: ignore[override]
+        return super().use(**kwargs)
 
 
 @dataclass

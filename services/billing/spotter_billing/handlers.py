@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from faststream import Context
 from faststream.nats import NatsRouter
 
 from spotter_shared import bus
@@ -20,7 +19,7 @@ from spotter_shared.contracts.billing import (
     UsageQuery,
     UsageSnapshot,
 )
-from spotter_shared.service import CORE
+from spotter_shared.service import CORE, FromContext
 
 from .core import Billing
 
@@ -28,20 +27,20 @@ router = NatsRouter()
 
 
 @bus.subscriber(router, BUDGET_CHECK)
-async def precheck(body: BudgetCheck, core: Billing = Context(CORE)) -> BudgetVerdict:
+async def precheck(body: BudgetCheck, core: Billing = FromContext(CORE)) -> BudgetVerdict:
     return await core.precheck(body)
 
 
 @bus.subscriber(router, RESERVE)
-async def reserve(body: ReserveBudget, core: Billing = Context(CORE)) -> Reservation:
+async def reserve(body: ReserveBudget, core: Billing = FromContext(CORE)) -> Reservation:
     return await core.reserve(body)
 
 
 @bus.subscriber(router, SETTLE)
-async def settle(body: SettleUsage, core: Billing = Context(CORE)) -> Settlement:
+async def settle(body: SettleUsage, core: Billing = FromContext(CORE)) -> Settlement:
     return await core.settle(body)
 
 
 @bus.subscriber(router, USAGE)
-async def usage(body: UsageQuery, core: Billing = Context(CORE)) -> UsageSnapshot:
+async def usage(body: UsageQuery, core: Billing = FromContext(CORE)) -> UsageSnapshot:
     return await core.usage(body)

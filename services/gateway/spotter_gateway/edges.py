@@ -6,11 +6,10 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from faststream import Context
 from faststream.nats import NatsBroker, NatsRouter
 
 from spotter_shared import bus
-from spotter_shared.service import service_broker
+from spotter_shared.service import FromContext, service_broker
 from spotter_shared.settings import CommonSettings
 from spotter_shared.contracts.billing import USAGE
 from spotter_shared.contracts.commands import ADMIT, CANCEL_SUSPENDED, CONFIRM_TOOL, PICK_TOOL, SEND_MESSAGE, UNDO
@@ -33,7 +32,7 @@ usage = bus.requester(router, USAGE)
 # No queue group: every replica hears every conversation and hands each event to the streams it
 # serves. Events are ~40 ms batches, and the log in Postgres fills any gap, so a lost one is harmless.
 @bus.subscriber(router, CONVERSATION_EVENTS)
-async def on_conversation_event(event: ConversationEvent, live: Annotated[LiveEvents, Context(LIVE)]) -> None:
+async def on_conversation_event(event: ConversationEvent, live: Annotated[LiveEvents, FromContext(LIVE)]) -> None:
     live.deliver(event)
 
 

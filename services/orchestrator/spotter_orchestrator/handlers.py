@@ -10,7 +10,7 @@ import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Annotated, Any
 
-from faststream import Context
+
 from faststream.middlewares import AckPolicy
 from faststream.nats import NatsBroker, NatsMessage, NatsRouter, PullSub
 from nats.js.api import ConsumerConfig
@@ -22,13 +22,13 @@ from spotter_shared.contracts.commands import (
     ADMIT, CANCEL_SUSPENDED, CANCEL_TURN, CONFIRM_TOOL, ORCHESTRATOR_DURABLE, PICK_TOOL, SEND_MESSAGE, UNDO, Admission,
     AdmitCommand, CancelSuspended, CancelTurn, ConfirmTool, PickTool, SendMessage, UndoTool,
 )
-from spotter_shared.service import CORE
+from spotter_shared.service import CORE, FromContext
 
 from .settings import OrchestratorSettings
 from .turns import Delivery, TurnRunner
 
-Core = Annotated[TurnRunner, Context(CORE)]
-Broker = Annotated[NatsBroker, Context("broker")]
+Core = Annotated[TurnRunner, FromContext(CORE)]
+Broker = Annotated[NatsBroker, FromContext("broker")]
 
 COMMAND_ENDPOINTS: tuple[Endpoint[Any, Any], ...] = (SEND_MESSAGE, CONFIRM_TOOL, PICK_TOOL, UNDO, CANCEL_SUSPENDED)
 

@@ -284,8 +284,10 @@ class TurnRunner:
     async def _batch(self, cmd: TurnCommand | AdmitCommand, tool_use_id: str, specs: Mapping[str, ToolSpec]) -> BatchView:
         stored = await self._store.messages(cmd.conversation_id)
         found = find_batch(stored, tool_use_id, specs)
-        message, calls = found if found else (None, ())
-        states = await self._peers.calls(cmd.conversation_id, [c.id for c in calls] or [tool_use_id], cmd.actor)
+        if found is None:
+            return BatchView(stored=stored, message=None, calls=(), states={})
+        message, calls = found
+        states = await self._peers.calls(cmd.conversation_id, [c.id for c in calls], cmd.actor)
         return BatchView(stored=stored, message=message, calls=calls, states=states)
 
     async def _admit_cancel(self, cmd: AdmitCommand) -> Admission:
@@ -325,7 +327,11 @@ class TurnRunner:
         state = view.states.get(target.id)
         known: dict[str, ToolOutcome] = {}
         if state is not None and state.status == "pending":
-            known[target.id] = await self._resolve(cmd, ctx, view.message.id, target)
+            try:
+                known[target.id] = await self._resolve(cmd, ctx, view.message.id, target)
+            except RemoteError as exc:
+                error = exc.as_spotter()
+                return Failed(error.code, error.message)
         history = history_of(view.stored)
         step = await self._loop.advance(ctx, history, RunTools(message_id=view.message.id, calls=view.calls), known)
         return await self._loop.drive(ctx, history, step)

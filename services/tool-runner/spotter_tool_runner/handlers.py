@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from faststream import Context
 from faststream.nats import NatsRouter
 
 from spotter_shared.bus import subscriber
@@ -25,32 +24,32 @@ from spotter_shared.contracts.tools import (
     UndoOutcome,
     UndoRequest,
 )
-from spotter_shared.service import CORE
+from spotter_shared.service import CORE, FromContext
 
 from .runner import ToolRunner
 
 
-async def tool_catalog(request: CatalogRequest, core: ToolRunner = Context(CORE)) -> ToolCatalog:
+async def tool_catalog(request: CatalogRequest, core: ToolRunner = FromContext(CORE)) -> ToolCatalog:
     return core.catalog(request)
 
 
-async def execute_tool(command: ExecuteTool, core: ToolRunner = Context(CORE)) -> ToolOutcome:
+async def execute_tool(command: ExecuteTool, core: ToolRunner = FromContext(CORE)) -> ToolOutcome:
     return await core.execute(command)
 
 
-async def undo_tool(request: UndoRequest, core: ToolRunner = Context(CORE)) -> UndoOutcome:
+async def undo_tool(request: UndoRequest, core: ToolRunner = FromContext(CORE)) -> UndoOutcome:
     return await core.undo(request)
 
 
-async def tool_calls(query: CallsQuery, core: ToolRunner = Context(CORE)) -> CallStates:
+async def tool_calls(query: CallsQuery, core: ToolRunner = FromContext(CORE)) -> CallStates:
     return await core.calls(query)
 
 
-async def resolve_call(request: ResolveCall, core: ToolRunner = Context(CORE)) -> ToolOutcome:
+async def resolve_call(request: ResolveCall, core: ToolRunner = FromContext(CORE)) -> ToolOutcome:
     return await core.resolve(request)
 
 
-async def close_calls(request: CloseCalls, core: ToolRunner = Context(CORE)) -> ClosedCalls:
+async def close_calls(request: CloseCalls, core: ToolRunner = FromContext(CORE)) -> ClosedCalls:
     return await core.close(request)
 
 
