@@ -11,6 +11,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Header, Path, Query, Request
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic.alias_generators import to_camel
+from nats.errors import NoRespondersError
 from sse_starlette import EventSourceResponse
 
 from spotter_shared import bus
@@ -27,6 +28,8 @@ from .streams import EventFeed, LoggedEvent, StreamIdle
 log = logging.getLogger(__name__)
 
 router = APIRouter(prefix="/organizations/{orgId}/agent")
+
+UNREACHABLE = "The assistant is not reachable right now; try again."
 
 # Idempotency-Key → deterministic turn/conversation ids, so a retried POST re-attaches.
 _IDEMPOTENCY_NS = uuid.UUID("8d6f6c1e-5a0e-4c53-9d0c-7b1f3f2b8e11")
@@ -123,10 +126,11 @@ async def start_turn(request: Request, publisher: bus.Publisher, command: TurnCo
     feed = await open_feed(request, command.conversation_id)
     try:
         await bus.publish_command(publisher, command)
-    except Exception:
+    except Exception as exc:
         await feed.close()
         await request.app.state.turn_lock.release(command.conversation_id, command.turn_id)
-        raise
+        log.warning("could not publish %s: %s", type(command).__name__, exc)
+        raise SpotterError(ErrorCode.INTERNAL, UNREACHABLE, status=503) from exc
     return sse_response(request, _turn_events(request, feed, command.turn_id, after))
 
 
@@ -231,4 +235,6 @@ async def usage(request: Request, actor: Member) -> dict[str, Any]:
                                      trace_id=trace_id(request))
     except RemoteError as exc:
         raise exc.as_spotter() from exc
+    except (TimeoutError, NoRespondersError) as exc:
+        raise SpotterError(ErrorCode.INTERNAL, UNREACHABLE, status=503) from exc
     return snapshot.model_dump(mode="json")

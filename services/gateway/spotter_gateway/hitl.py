@@ -18,7 +18,7 @@ from spotter_shared.contracts.commands import (
 from spotter_shared.errors import ErrorCode, RemoteError, SpotterError
 
 from . import conversations, edges
-from .agent import busy_response, existing_turn_stream, start_turn
+from .agent import UNREACHABLE, busy_response, existing_turn_stream, start_turn
 from .deps import Member, Pool, Staff, parse_uuid
 from .errors import trace_id
 
@@ -61,7 +61,7 @@ def refusal(exc: RemoteError | TimeoutError) -> Busy | SpotterError:
     """The HTTP translation of an admission that did not say yes. `conversation_busy` is not an HTTP
     error for confirm / pick / undo (seed 000 answers it as an SSE error), so it stays distinct."""
     if isinstance(exc, TimeoutError):
-        return SpotterError(ErrorCode.INTERNAL, "The assistant is not reachable right now; try again.", status=503)
+        return SpotterError(ErrorCode.INTERNAL, UNREACHABLE, status=503)
     if exc.code == ErrorCode.CONVERSATION_BUSY:
         return Busy()
     return exc.as_spotter()

@@ -164,7 +164,7 @@ class CallState(Contract):
     router: str = Field(description="Router.")
     action: str = Field(description="Action.")
     status: ToolCallStatus = Field(description="Recorded status.")
-    input: dict[str, Any] = Field(description="Validated input the call was recorded with.")
+    input: dict[str, Any] = Field(description="Input the call was recorded with, as the model sent it.")
     outcome: ToolOutcome | None = Field(default=None, description="The outcome once the call is resolved.")
     inverse_available: bool = Field(description="Whether the caller's role could undo it now (succeeded, with an inverse it may use).")
 
