@@ -8,6 +8,7 @@ from typing import Any
 import asyncpg
 
 from spotter_shared.contracts.commands import Actor
+from spotter_shared.contracts.tools import ToolName
 from spotter_shared.errors import ErrorCode, SpotterError
 
 # Lifetime usage is billing's table; a conversation billing has not charged yet has no row there.
@@ -98,8 +99,8 @@ async def detail(db: asyncpg.Pool, conversation: asyncpg.Record) -> dict[str, An
                 "cacheReadTokens": m["cache_read_tokens"], "cacheCreationTokens": m["cache_creation_tokens"],
             }
             item["toolCalls"] = [
-                calls.get(b["id"], {"toolUseId": b["id"], "router": b["name"].partition("__")[0],
-                                    "action": b["name"].partition("__")[2], "input": b.get("input"), "status": "pending"})
+                calls.get(b["id"], {"toolUseId": b["id"], "router": ToolName.parse(b["name"]).router,
+                                    "action": ToolName.parse(b["name"]).action, "input": b.get("input"), "status": "pending"})
                 for b in m["content"] if b.get("type") == "tool_use"
             ]
         if m["page_context"]:

@@ -20,6 +20,7 @@ from pydantic.alias_generators import to_camel
 from pydantic.json_schema import GenerateJsonSchema
 
 from spotter_shared.contracts.commands import Role
+from spotter_shared.contracts.tools import ToolName
 
 if TYPE_CHECKING:
     import asyncpg
@@ -117,8 +118,7 @@ def input_schema(model: type[ToolInput]) -> dict[str, Any]:
 
 
 def wire_name(router: str, action: str) -> str:
-    # Anthropic tool names allow no dots (SPEC decision 9).
-    return f"{router}__{action}"
+    return ToolName(router, action).wire
 
 
 @dataclass(frozen=True)

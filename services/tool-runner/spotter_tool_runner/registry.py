@@ -6,7 +6,7 @@ from __future__ import annotations
 import difflib
 from types import ModuleType
 
-from spotter_shared.contracts.tools import ToolSpec
+from spotter_shared.contracts.tools import ToolName, ToolSpec
 
 from .declaration import KNOWN_ROLES, ToolDecl, wire_name
 
@@ -50,7 +50,7 @@ class Registry:
     def close_names(self, router: str, action: str, *, role: str | None = None, n: int = 3) -> list[str]:
         """Names resembling an unknown one, among those `role` may use: the hint for the model."""
         names = [d.name for d in self._decls if role is None or role in d.roles]
-        return difflib.get_close_matches(f"{router}__{action}", names, n=n, cutoff=0.5)
+        return difflib.get_close_matches(wire_name(router, action), names, n=n, cutoff=0.5)
 
     def for_role(self, role: str) -> list[ToolSpec]:
         return [_spec(d) for d in self._decls if role in d.roles]
@@ -71,7 +71,7 @@ class Registry:
 
 def _problems(d: ToolDecl, registry: Registry) -> list[str]:
     found: list[str] = []
-    if "__" in d.router or "." in d.router or "." in d.action or not d.router or not d.action:
+    if ToolName.SEPARATOR in d.router or "." in d.router or "." in d.action or not d.router or not d.action:
         found.append("router/action must be non-empty and contain no dots or '__' in the router")
     if not d.roles:
         found.append("no role may use it")
