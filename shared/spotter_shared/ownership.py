@@ -38,6 +38,11 @@ TABLES: Final[tuple[Table, ...]] = (
     Table("workout_movements", "tool-runner", "A section's movements, replaced wholesale with it."),
     Table("program_enrollments", "tool-runner", "Members enrolled in programs."),
     Table("tasks", "tool-runner", "The studio's to-do list."),
+    Table("assignments", "tool-runner", "Personal (1-on-1) workouts for one member on a day, published or not."),
+    Table("workout_comment_reads", "tool-runner", "Which coach has read which comment."),
+    Table("class_sessions", "tool-runner", "The timetable: one class at a time, with capacity and coach."),
+    Table("program_templates", "tool-runner", "Reusable programs: a name and a kind."),
+    Table("program_template_workouts", "tool-runner", "A template's workouts, by day from its start."),
     # Money.
     Table("ai_usage_daily", "billing", "Tokens and cost per org, user and day; the spend cap reads it."),
     Table("ai_conversation_usage", "billing", "Lifetime tokens and cost per conversation."),
@@ -48,6 +53,17 @@ TABLES: Final[tuple[Table, ...]] = (
     Table("organizations", "cli", "Studios (tenants)."),
     Table("users", "cli", "People, across studios."),
     Table("memberships", "cli", "A user's role and plan in one studio."),
+    # The studio's own records the agent reads but never changes (the studio app writes them; the
+    # demo seed stands in for it here).
+    Table("exercises", "cli", "The exercise library: global entries and each studio's own."),
+    Table("workout_comments", "cli", "What members say on a workout or an assignment."),
+    Table("class_types", "cli", "Kinds of class (Open Gym, WOD, …) with default capacity and length."),
+    Table("bookings", "cli", "Who booked which class, and whether they came."),
+    Table("plans", "cli", "What the studio sells: price, interval, sessions per week."),
+    Table("member_plans", "cli", "Which plan a member was on, when."),
+    Table("payments", "cli", "What members paid or owe."),
+    Table("forms", "cli", "Forms members fill (waiver, PAR-Q, …) by type key."),
+    Table("form_assignments", "cli", "A form sent to a member, pending or completed."),
 )
 
 OWNER_BY_TABLE: Final[Mapping[str, Owner]] = MappingProxyType({t.name: t.owner for t in TABLES})

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 from ..registry import Registry
-from . import programs, read, tasks, workouts
+from . import (
+    analytics, assignments, bookings, class_sessions, class_types, forms, program_templates, programs, read, tasks, workouts,
+)
 
 # Catalog order; a stable tools array keeps the model's prompt cache warm.
-ROUTERS = (read, workouts, programs, tasks)
+ROUTERS = (
+    read, workouts, programs, assignments, bookings, class_sessions, class_types, analytics, tasks, program_templates, forms,
+)
 
 
 def build_registry() -> Registry:

@@ -1,0 +1,7 @@
+"""The `forms` router (seed 000)."""
+
+from __future__ import annotations
+
+from ..declaration import ToolRouter
+
+router = ToolRouter("forms")
