@@ -32,7 +32,22 @@ def edges_markdown() -> str:
     return "\n".join(rows) + "\n"
 
 
-BLOCKS = {"owners": owners_markdown, "edges": edges_markdown}
+def tools_markdown() -> str:
+    """Every tool with its side effects, confirmation, inverse and the roles that may use it — the
+    same facts the catalog is filtered by and the runner checks again at execution."""
+    from spotter_tool_runner.tools import REGISTRY
+
+    order = ("owner", "admin", "coach", "member")
+    rows = ["| tool | effect | confirm | undo | roles |", "|---|---|---|---|---|"]
+    for d in REGISTRY:
+        kind = "picker" if d.kind == "user_picker" else d.side_effects
+        inverse = f"`{d.inverse.name}`" if d.inverse else "—"
+        roles = ", ".join(r for r in order if r in d.roles)
+        rows.append(f"| `{d.name}` | {kind} | {d.confirm} | {inverse} | {roles} |")
+    return "\n".join(rows) + f"\n\n{len(REGISTRY)} tools.\n"
+
+
+BLOCKS = {"owners": owners_markdown, "edges": edges_markdown, "tools": tools_markdown}
 
 
 def render(readme: str) -> str:

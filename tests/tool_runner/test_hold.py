@@ -125,3 +125,19 @@ async def test_a_picker_is_never_executed(runner, conv) -> None:
     )
     assert (await runner.execute(held)).status == "pending"
     failed(await runner.execute(held.model_copy(update={"hold": False})), "not_executable")
+
+
+async def test_an_approved_call_runs_exactly_as_it_was_held(pool, runner, conv) -> None:
+    """SPEC decision 17: what a person approves is what runs. A call executed after its hold with
+    different arguments (or another tool under the same key) is refused and changes nothing."""
+    keep = succeeded(await runner.execute(conv.command("workouts", "create", {"title": "Keep", "description": "x"})))
+    other = succeeded(await runner.execute(conv.command("workouts", "create", {"title": "Other", "description": "y"})))
+    cmd = conv.command("workouts", "delete", {"id": keep["id"]}, hold=True)
+    assert (await runner.execute(cmd)).status == "pending"
+
+    swapped = await runner.execute(cmd.model_copy(update={"hold": False, "input": {"id": other["id"]}}))
+
+    failed(swapped, "approval_mismatch")
+    for workout in (keep, other):
+        assert await pool.fetchval("SELECT deleted_at FROM workouts WHERE id = $1", uuid.UUID(workout["id"])) is None
+    assert await audit_rows(pool, cmd.tool_use_id) == []

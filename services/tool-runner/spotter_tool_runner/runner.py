@@ -78,7 +78,7 @@ ON CONFLICT (conversation_id, tool_use_id) DO NOTHING
 """
 
 _LOCK = """
-SELECT e.id, e.status::text AS status, e.router, e.action, e.output, e.error_code, e.error_message, e.duration_ms
+SELECT e.id, e.status::text AS status, e.router, e.action, e.input, e.output, e.error_code, e.error_message, e.duration_ms
   FROM ai_tool_executions e JOIN ai_conversations c ON c.id = e.conversation_id
  WHERE e.conversation_id = $1 AND e.tool_use_id = $2 AND c.organization_id = $3
    FOR UPDATE OF e
@@ -340,6 +340,12 @@ class ToolRunner:
                 return self._replay(cmd.tool_use_id, cmd.actor.role, row)
             if cmd.hold:
                 return await self._hold(conn, cmd, row)
+            if row["status"] == "pending" and (row["router"], row["action"], row["input"]) != (cmd.router, cmd.action, cmd.input):
+                # Approval binds to the arguments (SPEC 17): a held call runs exactly as it was held and
+                # shown for approval, or not at all.
+                failure = ToolFailure("approval_mismatch", "This call differs from the one that was approved; it was not run.",
+                                      hint="Ask the user to approve the call again.")
+                return await self._fail(conn, cmd, row["id"], failure, duration_ms=0)
             return await self._run(conn, cmd, row["id"], link)
 
     async def _claim(self, conn: asyncpg.Connection, cmd: ExecuteTool) -> None:
