@@ -1,21 +1,28 @@
 """The demo studio a newcomer can talk to at once (`spotter seed-demo`), and a second, smaller
 studio that proves the agent never crosses organizations.
 
-Everything here is fixed data — no randomness — and every write is an upsert on its natural key
-(org slug, user email, (org, user), (org, program name), (org, workout title), (org, task title),
-(program, member)), so seeding twice changes nothing. Workout and task dates are relative to the
+Everything in this module is fixed data — no randomness — and every write is an upsert on its
+natural key (org slug, user email, (org, user), (org, program name), (org, workout title), (org,
+task title), (program, member)), so seeding twice changes nothing. Workout and task dates are relative to the
 day of the first seeding; a re-run leaves existing rows as they are.
+
+Demo Gym then gets a studio year ending on the day of the first seeding (`demo_year`): ~300 more
+members with their plans, payments, classes, attendance, workouts, comments, assignments and
+forms, drawn from a seeded random generator; that year is written once and then left as it is.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import date, timedelta
+from datetime import date, datetime, timedelta
 from decimal import Decimal
+from zoneinfo import ZoneInfo
 
 import asyncpg
 
 from spotter_shared.studio import upsert_org, upsert_person, upsert_program
+
+from .demo_year import YearSummary, seed_demo_year
 
 # Any constant; serialises concurrent seeders, whose program upserts are check-then-insert.
 _SEED_LOCK = 0x5EED_DE40
@@ -239,6 +246,7 @@ class DemoSummary:
     other_members: int
     other_programs: int
     logins: tuple[str, ...]
+    demo_year: YearSummary
 
 
 def _email(spec: MemberSpec, domain: str) -> str:
@@ -377,6 +385,7 @@ async def seed_demo(dsn: str) -> DemoSummary:
             await _workouts(conn, demo.id, DEMO_WORKOUTS, demo_programs, monday)
             await _tasks(conn, demo.id, DEMO_TASKS, today)
             await _enrollments(conn, demo.id, demo_programs)
+            demo_year = await seed_demo_year(conn, demo.id, datetime.now(ZoneInfo(DEMO_ORG["timezone"])).date())
 
             other = await upsert_org(conn, **OTHER_ORG)
             email, name, role = OTHER_OWNER
@@ -405,4 +414,5 @@ async def seed_demo(dsn: str) -> DemoSummary:
         other_members=other_counts["members"],
         other_programs=other_counts["programs"],
         logins=tuple(e for e, _, _ in DEMO_STAFF) + (login_email, OTHER_OWNER[0]),
+        demo_year=demo_year,
     )

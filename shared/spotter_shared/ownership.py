@@ -41,6 +41,7 @@ TABLES: Final[tuple[Table, ...]] = (
     Table("assignments", "tool-runner", "Personal (1-on-1) workouts for one member on a day, published or not."),
     Table("workout_comment_reads", "tool-runner", "Which coach has read which comment."),
     Table("class_sessions", "tool-runner", "The timetable: one class at a time, with capacity and coach."),
+    Table("bookings", "tool-runner", "Who booked which class and whether they came; cancelled with their class."),
     Table("program_templates", "tool-runner", "Reusable programs: a name and a kind."),
     Table("program_template_workouts", "tool-runner", "A template's workouts, by day from its start."),
     # Money.
@@ -58,7 +59,6 @@ TABLES: Final[tuple[Table, ...]] = (
     Table("exercises", "cli", "The exercise library: global entries and each studio's own."),
     Table("workout_comments", "cli", "What members say on a workout or an assignment."),
     Table("class_types", "cli", "Kinds of class (Open Gym, WOD, …) with default capacity and length."),
-    Table("bookings", "cli", "Who booked which class, and whether they came."),
     Table("plans", "cli", "What the studio sells: price, interval, sessions per week."),
     Table("member_plans", "cli", "Which plan a member was on, when."),
     Table("payments", "cli", "What members paid or owe."),

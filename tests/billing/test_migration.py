@@ -30,7 +30,9 @@ async def before_0004(stack: StackUrls, monkeypatch: pytest.MonkeyPatch) -> Asyn
     await drop_database(stack.database_url, name)
 
 
-async def test_existing_totals_move_to_billings_table(before_0004: str) -> None:
+async def test_existing_totals_move_to_billings_table(before_0004: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    every = db._migrations()
+    monkeypatch.setattr(db, "_migrations", lambda: [m for m in every if m[0] <= VERSION])  # later ones are not this test's
     conn = await asyncpg.connect(before_0004)
     try:
         org = await conn.fetchval("INSERT INTO organizations (name, slug) VALUES ('Gym', 'gym') RETURNING id")

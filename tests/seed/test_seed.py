@@ -25,6 +25,20 @@ TABLES = (
     "workout_movements",
     "tasks",
     "program_enrollments",
+    "exercises",
+    "plans",
+    "member_plans",
+    "payments",
+    "class_types",
+    "class_sessions",
+    "bookings",
+    "workout_comments",
+    "workout_comment_reads",
+    "assignments",
+    "program_templates",
+    "program_template_workouts",
+    "forms",
+    "form_assignments",
 )
 
 
@@ -49,7 +63,7 @@ async def seeded(seed_db: str) -> tuple[DemoSummary, DemoSummary, dict, dict]:
 async def _snapshot(url: str) -> dict[str, list[tuple]]:
     conn = await asyncpg.connect(url)
     try:
-        return {t: [tuple(r) for r in await conn.fetch(f"SELECT * FROM {t} ORDER BY id")] for t in TABLES}
+        return {t: [tuple(r) for r in await conn.fetch(f"SELECT * FROM {t} ORDER BY 1, 2")] for t in TABLES}
     finally:
         await conn.close()
 
@@ -83,7 +97,7 @@ async def test_demo_gym_and_its_staff(seeded, seed_db: str) -> None:
         org["id"], list(logins),
     )
     assert {r["email"]: r["role"] for r in rows} == logins
-    assert summary.demo_staff == 3
+    assert summary.demo_staff == 6  # the three logins and the demo year's three more coaches
     assert {"owner@demo.gym", "admin@demo.gym", "coach@demo.gym", "member@demo.gym"} <= set(summary.logins)
 
 
@@ -216,3 +230,39 @@ async def test_other_gym_has_look_alike_workouts_and_tasks(seeded, seed_db: str)
         uuid.UUID(summary.other_org_id),
     )
     assert "Monday WOD" in rows[0]["workouts"] and "Order new jump ropes" in rows[0]["tasks"]
+
+
+async def test_demo_gym_has_its_year_and_the_examples(seeded, seed_db: str) -> None:
+    summary = seeded[0]
+    org = uuid.UUID(summary.demo_org_id)
+    year = summary.demo_year
+    assert year.members == summary.demo_members >= 300 and year.global_exercises >= 150
+    assert year.class_sessions >= 2500 and year.bookings >= 15_000 and year.payments >= 2000
+    dani = await _fetch(
+        seed_db,
+        """SELECT m.plan, m.payment_status::text FROM memberships m JOIN users u ON u.id = m.user_id
+           WHERE m.organization_id = $1 AND u.full_name LIKE 'Dani %'""",
+        org,
+    )
+    assert [(d["plan"], d["payment_status"]) for d in dani] == [("Personal training", "due")]
+    said = await _fetch(
+        seed_db,
+        """SELECT c.body FROM workout_comments c JOIN assignments a ON a.id = c.assignment_id
+           JOIN memberships m ON m.id = a.membership_id JOIN users u ON u.id = m.user_id
+           WHERE a.organization_id = $1 AND u.full_name LIKE 'Dani %' AND a.title = 'Monday''s WOD'
+             AND c.author_membership_id = m.id""",
+        org,
+    )
+    assert said
+    assert await _fetch(seed_db, "SELECT 1 FROM workouts WHERE organization_id = $1 AND title = 'Murph'", org)
+    assert await _fetch(seed_db, "SELECT 1 FROM class_types WHERE organization_id = $1 AND name = 'Open Gym'", org)
+    coaching = await _fetch(
+        seed_db,
+        """SELECT EXISTS (SELECT 1 FROM workout_comment_reads r JOIN memberships co ON co.id = r.coach_membership_id
+                          JOIN users cu ON cu.id = co.user_id
+                          WHERE r.comment_id = c.id AND cu.email = 'coach@demo.gym') AS read
+           FROM workout_comments c JOIN workouts w ON w.id = c.workout_id JOIN programs p ON p.id = w.program_id
+           WHERE c.organization_id = $1 AND p.name = 'Coaching' AND c.created_at > now() - interval '7 days'""",
+        org,
+    )
+    assert coaching and any(not c["read"] for c in coaching)

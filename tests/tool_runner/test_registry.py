@@ -26,6 +26,7 @@ from spotter_tool_runner.tools import REGISTRY
 from spotter_tool_runner.tools.common import PatchInput
 
 from .sample_tools import build_test_registry
+from .test_seed_surface import SEED
 
 
 class NameInput(ToolInput):
@@ -50,6 +51,12 @@ def test_default_registry_is_consistent_and_uses_wire_names() -> None:
         "read__members_search",
         "read__members_get",
         "read__ask_user_to_pick",
+        "read__exercises_search",
+        "read__exercises_resolve_batch",
+        "read__search_anything",
+        "read__lookup_by_id",
+        "read__workout_comments_in_program",
+        "read__workout_comments_for_assignment",
         "workouts__create",
         "workouts__update",
         "workouts__set_sections",
@@ -58,11 +65,50 @@ def test_default_registry_is_consistent_and_uses_wire_names() -> None:
         "programs__update",
         "programs__delete",
         "programs__enroll_member",
+        "assignments__assign_personal",
+        "assignments__update",
+        "assignments__set_published",
+        "assignments__delete",
+        "assignments__mark_comments_read",
+        "assignments__bulk_preview",
+        "assignments__bulk_delete",
+        "assignments__bulk_publish",
+        "bookings__list_mine",
+        "bookings__attendance_summary",
+        "bookings__attendance_trend",
+        "class_sessions__list_for_date",
+        "class_sessions__create",
+        "class_sessions__update",
+        "class_sessions__publish",
+        "class_sessions__unpublish",
+        "class_sessions__cancel",
+        "class_sessions__bulk_preview",
+        "class_sessions__bulk_delete",
+        "class_sessions__bulk_publish",
+        "class_types__list_for_program",
+        "analytics__revenue_summary",
+        "analytics__revenue_trend",
+        "analytics__members_summary",
+        "analytics__members_growth",
+        "analytics__at_risk_members",
+        "analytics__popular_classes",
+        "analytics__class_utilization",
+        "analytics__coach_overview",
+        "analytics__plan_distribution",
+        "analytics__members_activation",
+        "analytics__workouts_summary",
+        "analytics__org_insights",
         "tasks__list",
         "tasks__create",
         "tasks__update",
         "tasks__complete",
         "tasks__delete",
+        "program_templates__list",
+        "program_templates__create",
+        "program_templates__apply",
+        "program_templates__from_history",
+        "forms__list_pending_for_org",
+        "forms__compliance_status_for_member",
     ]
     for spec in REGISTRY.for_role("owner"):
         assert spec.name == f"{spec.router}__{spec.action}"
@@ -90,6 +136,12 @@ SEED_000 = {
     "tasks__complete": ("write", "never", "normal", False),
     "tasks__delete": ("write", "destructive", "normal", False),
 }
+# The rest of seed 000's surface, from its transcription in test_seed_surface.
+SEED_000 |= {
+    name.replace(".", "__"): (effects, confirm, "normal", inverse is not None)
+    for name, (effects, confirm, inverse) in SEED.items()
+    if name.replace(".", "__") not in SEED_000
+}
 
 
 def test_the_catalog_carries_seed_000s_confirm_and_inverse_metadata() -> None:
@@ -99,6 +151,8 @@ def test_the_catalog_carries_seed_000s_confirm_and_inverse_metadata() -> None:
     assert inverses == {
         "workouts__create": "workouts__delete",
         "programs__create": "programs__delete",
+        "class_sessions__create": "class_sessions__cancel",
+        "class_sessions__publish": "class_sessions__unpublish",
         "tasks__create": "tasks__delete",
     }
     assert all(d.inverse.build_input({"id": "x", "title": "t"}) == {"id": "x"} for d in REGISTRY if d.inverse)
@@ -106,11 +160,21 @@ def test_the_catalog_carries_seed_000s_confirm_and_inverse_metadata() -> None:
     assert all(d.audit and d.audit.resource and d.audit.action_label for d in REGISTRY if d.side_effects == "write")
 
 
+# What only owners and admins may do: deleting a program, every bulk write, and the studio's money.
+OWNER_ADMIN_ONLY = {
+    "programs__delete", "assignments__bulk_delete", "assignments__bulk_publish", "class_sessions__bulk_delete",
+    "class_sessions__bulk_publish", "analytics__revenue_summary", "analytics__revenue_trend",
+    "analytics__plan_distribution",
+}
+
+
 def test_only_owners_and_admins_may_delete_programs() -> None:
     for role in ("owner", "admin"):
         assert "programs__delete" in [s.name for s in REGISTRY.for_role(role)]
+        assert len(REGISTRY.for_role(role)) == len(REGISTRY)
     coach = [s.name for s in REGISTRY.for_role("coach")]
-    assert "programs__delete" not in coach and len(coach) == len(REGISTRY) - 1
+    assert "programs__delete" not in coach
+    assert set(REGISTRY.names()) - set(coach) == OWNER_ADMIN_ONLY
     assert REGISTRY.for_role("member") == []
 
 
