@@ -451,6 +451,12 @@ async def test_a_changed_selection_is_refused_and_nothing_changes(pool, runner, 
     failed(await sessions(runner, tt.conv, "bulk_publish", {**SELECTION, "selectionToken": again["selectionToken"]}),
            "selection_changed")
 
+    # So does an edit by another writer that leaves updated_at alone (the database moves it).
+    again = succeeded(await sessions(runner, tt.conv, "bulk_preview", SELECTION))
+    await pool.execute("UPDATE class_sessions SET notes = 'moved to the park' WHERE id = $1", week[0])
+    failed(await sessions(runner, tt.conv, "bulk_delete", {**SELECTION, "selectionToken": again["selectionToken"]}),
+           "selection_changed")
+
 
 async def test_bulk_publish(pool, runner, tt) -> None:
     week = await bulk_week(pool, tt)
