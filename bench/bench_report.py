@@ -96,7 +96,56 @@ def method_lines(meta: dict[str, Any]) -> list[str]:
     ]
 
 
-def markdown(cells: list[dict[str, Any]], meta: dict[str, Any], *, for_readme: bool = False) -> str:
+def tools_table(tools: dict[str, Any], *, handler: bool = False) -> str:
+    """One row per read tool: absolute wall time per call (a target, not a ratio)."""
+    target = f"p95 < {tools['target_p95_ms']:g} ms"
+    head = ["Tool", "p50", "p95", "Calls", target] + (["Handler p50", "Output", "Errors"] if handler else [])
+    rows = ["| " + " | ".join(head) + " |", "|---|" + "---:|" * 3 + "---|" + ("---:|" * 3 if handler else "")]
+    for t in tools["tools"]:
+        ok = "yes" if t["under_target"] else "**no**"
+        cells = [f"`{t['tool']}`", _ms(t["p50_ms"]), _ms(t["p95_ms"]), str(t["calls"]), ok]
+        if handler:
+            size = t.get("output_bytes")
+            cells += [_ms(t["handler_p50_ms"]), "n/a" if size is None else f"{size / 1000:.1f} kB", str(t["errors"])]
+        rows.append("| " + " | ".join(cells) + " |")
+    return "\n".join(rows)
+
+
+def tools_summary(tools: dict[str, Any]) -> str:
+    measured = [t for t in tools["tools"] if t["p95_ms"] is not None]
+    under = sum(t["under_target"] for t in tools["tools"])
+    line = f"{under} of {len(tools['tools'])} read tools under the target (p95 < {tools['target_p95_ms']:g} ms)"
+    if measured:
+        worst = max(measured, key=lambda t: t["p95_ms"])
+        line += f"; slowest: `{worst['tool']}` at p95 {_ms(worst['p95_ms'])} (p50 {_ms(worst['p50_ms'])})"
+    return line + "."
+
+
+def tools_section(tools: dict[str, Any], meta: dict[str, Any], *, handler: bool = False) -> list[str]:
+    y = tools["demo_year"]
+    columns = (" Handler p50 is the runner's own `duration_ms` (the handler and the JSON form of its output, whole ms); Output is the size of "
+               "one result as JSON.") if handler else ""
+    return [
+        "### Read tools over the demo year", "", tools_summary(tools), "", tools_table(tools, handler=handler), "",
+        f"Measured {meta['date']} on {meta['nproc']} CPU core(s) ({meta['machine']}), Python {meta['python']}, "
+        f"PostgreSQL {tools['postgres']}, in the same ephemeral stack, after the platform runs. Demo Gym's year "
+        f"ending {tools['today']}: {y['members']} memberships, {y['bookings']} bookings, {y['payments']} payments, "
+        f"{y['workouts']} workouts.",
+        "",
+        f"Wall time of `ToolRunner.execute` per call, as the {tools['actor_role']}: the at-most-once bookkeeping "
+        "(claim, row lock, membership check, terminal update) and the handler, each call under a new tool_use id; "
+        "no NATS, no model. The database is `ANALYZE`d first, as autovacuum would have done to a live one "
+        "(straight after the bulk seed some tools are several times slower). "
+        f"{tools['calls_per_tool']} calls per tool after {tools['warmups_per_tool']} warm-ups, "
+        "one at a time, rounds rotating through the tools; inputs are what the agent would send "
+        "(`bench/bench_tools.py`: search “Murph”, resolve four movement names, last Monday's classes, "
+        "the Coaching program's comments, analytics over their default windows, …). "
+        f"A p95 of {tools['calls_per_tool']} calls moves with whatever else this shared machine is running." + columns,
+    ]
+
+
+def markdown(cells: list[dict[str, Any]], meta: dict[str, Any], *, for_readme: bool = False,
+             tools: Optional[dict[str, Any]] = None) -> str:
     parts = ["### Platform overhead (gateway vs. calling the model directly)", "", ratio_table(cells), "",
              environment_line(meta), "", *method_lines(meta)]
     if not for_readme:
@@ -106,16 +155,19 @@ def markdown(cells: list[dict[str, Any]], meta: dict[str, Any], *, for_readme: b
             parts += ["", "#### Notes", ""] + [f"- {n}" for n in meta["notes"]]
     else:
         parts += ["", "Full figures (absolute latencies, CPU per service): `bench/results/latest.md`."]
+    if tools is not None:
+        parts += ["", *tools_section(tools, meta, handler=not for_readme)]
     return "\n".join(parts) + "\n"
 
 
 def write_results(results_dir: Path, cells: list[dict[str, Any]], meta: dict[str, Any], *,
-                  stem: str = "latest") -> tuple[Path, Path]:
+                  stem: str = "latest", tools: Optional[dict[str, Any]] = None) -> tuple[Path, Path]:
     results_dir.mkdir(parents=True, exist_ok=True)
     md = results_dir / f"{stem}.md"
     js = results_dir / f"{stem}.json"
-    _atomic_write(md, markdown(cells, meta))
-    _atomic_write(js, json.dumps({"meta": meta, "cells": cells}, indent=2, ensure_ascii=False) + "\n")
+    _atomic_write(md, markdown(cells, meta, tools=tools))
+    document = {"meta": meta, "cells": cells, "readTools": tools}
+    _atomic_write(js, json.dumps(document, indent=2, ensure_ascii=False) + "\n")
     return md, js
 
 

@@ -1,5 +1,6 @@
 """`make bench`: platform overhead on time-to-first-token and turns per second, through the gateway
-versus calling the model simulator directly, at 1 and 20 concurrent conversations.
+versus calling the model simulator directly, at 1 and 20 concurrent conversations; then p50/p95 of
+every read tool over Demo Gym's studio year (bench_tools.py).
 
 Everything runs in one process tree on ephemeral servers; the figures that matter are ratios
 gateway ÷ direct measured in the same run (the machines are shared and noisy), written to
@@ -7,8 +8,9 @@ bench/results/latest.{md,json} and to the README between `<!-- bench:start -->` 
 
     .venv/bin/python bench/run.py            # full run (~2-3 minutes)
     .venv/bin/python bench/run.py --quick    # smoke run, results not written to the README
+    .venv/bin/python bench/run.py --tools-only  # only the read tools; printed, nothing written
 
-Exit status: 0 when every turn succeeded, 1 when any turn failed (errors are listed), 2 when the
+Exit status: 0 when every turn and read-tool call succeeded, 1 when any failed (errors are listed), 2 when the
 platform could not be started or a process died.
 """
 
@@ -39,8 +41,9 @@ import httpx  # noqa: E402
 
 from bench_clients import DirectPlan, Gateway, Workload, direct_turn, gateway_turn, run_closed_loop  # noqa: E402
 from bench_platform import Platform, say  # noqa: E402
-from bench_report import markdown, ratio_table, detail_table, update_readme, write_results  # noqa: E402
+from bench_report import markdown, ratio_table, detail_table, tools_section, update_readme, write_results  # noqa: E402
 from bench_stats import Samples, TurnResult, cpu_delta, cpu_snapshot, ratio  # noqa: E402
+from bench_tools import measure_read_tools  # noqa: E402
 
 PLAIN = Workload(
     key="plain", title="plain text turn", message="hello there, how are you today?", model_calls=1,
@@ -249,20 +252,29 @@ def _nproc() -> int:
         return os.cpu_count() or 1
 
 
-async def run_bench(p: Platform, cells: list[Cell], quick: bool) -> tuple[list[dict[str, Any]], Bench]:
+async def run_bench(
+    p: Platform, cells: list[Cell], quick: bool, tool_calls: int
+) -> tuple[list[dict[str, Any]], Bench, dict[str, Any]]:
     b = Bench(p, quick)
     try:
-        t = time.perf_counter()
-        for w in {c.workload.key: c.workload for c in cells}.values():
-            await b.capture_plan(w)
-        warm = await b.warm_up(cells)
-        say(f"captured request shapes and warmed up in {time.perf_counter() - t:.1f}s")
-        await b.settle_budget(warm + len({c.workload.key for c in cells}),
-                              sum(c.rounds * c.turns_per_round for c in cells))
         out = []
-        for cell in cells:
-            out.append(await b.measure(cell))
-        return out, b
+        if cells:
+            t = time.perf_counter()
+            for w in {c.workload.key: c.workload for c in cells}.values():
+                await b.capture_plan(w)
+            warm = await b.warm_up(cells)
+            say(f"captured request shapes and warmed up in {time.perf_counter() - t:.1f}s")
+            await b.settle_budget(warm + len({c.workload.key for c in cells}),
+                                  sum(c.rounds * c.turns_per_round for c in cells))
+            for cell in cells:
+                out.append(await b.measure(cell))
+        # After the platform runs, so these calls do not compete with them for the two cores.
+        t = time.perf_counter()
+        tools = await measure_read_tools(p.env["DATABASE_URL"], p.org_id, calls=tool_calls, warmups=1 if quick else 3)
+        say(f"read tools: {len(tools['tools'])} tools x {tool_calls} calls in {time.perf_counter() - t:.1f}s")
+        b.all_errors += [(f"read tool {name}", err) for name, err in tools["errors"]]
+        b.check_alive()
+        return out, b, tools
     finally:
         if b.restore_tier:  # DATABASE_URL may be a developer's database: leave the org as it was
             try:
@@ -280,6 +292,10 @@ def main(argv: Optional[list[str]] = None) -> int:
     ap.add_argument("--tokens-per-second", type=float, default=200.0, help="simulator output pace (default 200)")
     ap.add_argument("--no-readme", action="store_true", help="do not touch README.md")
     ap.add_argument("--results-dir", default=str(BENCH_DIR / "results"))
+    ap.add_argument("--tools-only", action="store_true",
+                    help="only the read tools over the demo year: printed, nothing written")
+    ap.add_argument("--tool-calls", type=int, default=None,
+                    help="measured calls per read tool (default 30, 5 with --quick)")
     args = ap.parse_args(argv)
 
     # SIGTERM (e.g. a CI timeout) runs the finally blocks, so no server outlives us.
@@ -291,7 +307,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     started = time.perf_counter()
     results_dir = Path(args.results_dir)
     p = Platform(ttft_ms=args.ttft_ms, tokens_per_second=args.tokens_per_second, log_dir=results_dir / "logs")
-    cells_plan = plan_cells(args.quick)
+    cells_plan = [] if args.tools_only else plan_cells(args.quick)
+    tool_calls = args.tool_calls or (5 if args.quick else 30)
     rc = 0
     try:
         try:
@@ -301,7 +318,7 @@ def main(argv: Optional[list[str]] = None) -> int:
             _dump_logs(p)
             return 2
         try:
-            cells, b = asyncio.run(run_bench(p, cells_plan, args.quick))
+            cells, b, tools = asyncio.run(run_bench(p, cells_plan, args.quick, tool_calls))
         except Failure as exc:
             say(f"FAILED: {exc}")
             _dump_logs(p)
@@ -330,25 +347,33 @@ def main(argv: Optional[list[str]] = None) -> int:
         ),
         "notes": b.notes,
     }
+    if args.tools_only:
+        print()
+        print("\n".join(tools_section(tools, meta, handler=True)))
+        for where, err in b.all_errors:
+            say(f"FAILED {where}: {err}")
+        return 1 if b.all_errors else 0
     print()
     print(ratio_table(cells))
     print()
     print(detail_table(cells))
     print()
-    md, js = write_results(results_dir, cells, meta, stem="quick" if args.quick else "latest")
+    print("\n".join(tools_section(tools, meta, handler=True)))
+    print()
+    md, js = write_results(results_dir, cells, meta, stem="quick" if args.quick else "latest", tools=tools)
     say(f"wrote {md.relative_to(REPO) if md.is_relative_to(REPO) else md} and {js.name}")
 
     errors = b.all_errors
     if errors:
         rc = 1
-        say(f"{len(errors)} turn(s) FAILED:")
+        say(f"{len(errors)} turn(s) or tool call(s) FAILED:")
         for (where, err), n in Counter(errors).most_common(20):
             say(f"  {n}× {where}: {err}")
         say("README left unchanged because of the errors.")
     elif args.quick or args.no_readme:
         say("README left unchanged (--quick / --no-readme).")
     else:
-        action = update_readme(REPO / "README.md", markdown(cells, meta, for_readme=True))
+        action = update_readme(REPO / "README.md", markdown(cells, meta, for_readme=True, tools=tools))
         say(f"README.md: {action}")
     say(f"total runtime {runtime:.1f}s")
     return rc
