@@ -15,8 +15,10 @@ _ENGLISH = re.compile(
     re.I,
 )
 # Hebrew: a prefix letter (ב, ל, ש, …) may be glued to the word, so no word boundaries here.
-_HEBREW = (("השבוע הבא", "next week"), ("השבוע שעבר", "last week"), ("החודש", "this month"), ("השבוע", "this week"),
-           ("מחר", "tomorrow"), ("אתמול", "yesterday"), ("היום", "today"))
+_HEBREW = (
+    ("השבוע הבא", "next week"), ("השבוע שעבר", "last week"), ("החודש", "this month"), ("השבוע", "this week"),
+    ("מחר", "tomorrow"), ("אתמול", "yesterday"), ("היום", "today"),
+)
 
 
 @dataclass(frozen=True)
@@ -39,8 +41,8 @@ class When:
         return self.phrase == "today"
 
     def day(self, today: date, *, past: bool = False) -> date:
-        """The day it names. A bare weekday is the next one after today, or with `past` the last one
-        before today (a question about "Monday's WOD" asks about a Monday that has been)."""
+        """The day it names. A weekday is the coming one after today ("next Monday" too), or with `past`
+        (or "last Monday") the latest one before today: "Monday's WOD" in a question is a Monday that has been."""
         fixed = {"today": 0, "tomorrow": 1, "yesterday": -1}
         if self.phrase in fixed:
             return today + timedelta(days=fixed[self.phrase])
@@ -51,7 +53,7 @@ class When:
             ahead = (WEEKDAYS.index(name) - today.weekday()) % 7
             if rel == "last" or (past and rel != "next"):
                 return today - timedelta(days=(7 - ahead) % 7 or 7)
-            return today + timedelta(days=ahead or 7) + timedelta(days=7 if rel == "next" and ahead else 0)
+            return today + timedelta(days=ahead or 7)
         return self.span(today)[0]
 
     def span(self, today: date) -> tuple[date, date]:

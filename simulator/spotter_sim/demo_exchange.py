@@ -22,10 +22,16 @@ _PREAMBLES = {
     "get_current_context": "Let me check who you are.",
     "programs_list": "Let me pull up your programs.",
     "members_search": "Let me look that member up.",
+    "members_get": "Let me open their details.",
     "ask_user_to_pick": "Several match.",
     "create": "Creating it.",
     "list": "Let me find it.",
     "delete": "Deleting it once you approve.",
+    "exercises_search": "Let me search the exercise library.",
+    "attendance_summary": "Let me look at attendance.",
+    "at_risk_members": "Let me check who might be slipping away.",
+    "revenue_summary": "Let me pull up the revenue.",
+    "list_pending_for_org": "Let me check who still owes forms.",
 }
 
 
@@ -57,7 +63,6 @@ class Exchange:
     tools: tuple[str, ...]  # names of the tools the request lets the model call
     steps: tuple[Step, ...]  # tool calls answered since those words, oldest first
     answering: tuple[Step, ...]  # the results the request ends with; empty when it ends with the words
-    fresh: bool  # the request ends with the user's words
 
     @classmethod
     def of(cls, body: dict[str, Any]) -> Exchange:
@@ -72,7 +77,7 @@ class Exchange:
         last = after[-1] if after else None
         ending = sum(1 for b in content_blocks(last) if b.get("type") == "tool_result") if last else 0
         answering = steps[len(steps) - ending :] if last and last.get("role") == "user" and ending else ()
-        return cls(text, tools, steps, answering, fresh=start is not None and start == len(messages) - 1)
+        return cls(text, tools, steps, answering)
 
     def tool(self, router: str, action: str) -> str | None:
         """The offered tool for router/action. A read may come from any router offering the action
@@ -96,7 +101,8 @@ class Exchange:
         name = self.tool(router, action)
         if name is None:
             return missing(action)
-        return Turn(text=say or _PREAMBLES.get(action, "One moment."), tool_uses=[ToolUseSpec(name=name, input=tool_input)])
+        use = ToolUseSpec(name=name, input=tool_input)
+        return Turn(text=say or _PREAMBLES.get(action, "One moment."), tool_uses=[use])
 
     def done(self, action: str, router: str | None = None) -> Step | None:
         """The latest successful call of `action` (of `router`, when given) in this exchange."""
@@ -104,9 +110,6 @@ class Exchange:
             if step.action == action and not step.is_error and (router is None or step.router == router):
                 return step
         return None
-
-    def since(self, step: Step) -> tuple[Step, ...]:
-        return self.steps[self.steps.index(step) + 1 :]
 
 
 def missing(action: str) -> Turn:

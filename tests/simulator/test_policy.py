@@ -8,6 +8,9 @@ from typing import Any
 import anthropic
 import pytest
 
+from spotter_tool_runner.tools import bulk
+
+from .demo_chat import OWNER, context
 from .helpers import DEMO_TOOLS, LEGACY_MODEL, MODEL, Sim
 
 
@@ -141,6 +144,32 @@ async def test_demo_policy_mentions_ambient_context(client: anthropic.AsyncAnthr
     assert msg.content[0].text.endswith("I can see 3 items in your current context.")
     plain = await ask(client, [{"role": "user", "content": "hello"}])
     assert "current context" not in plain.content[0].text
+
+
+@pytest.mark.asyncio
+async def test_demo_policy_chains_a_plan_over_the_real_catalog(client: anthropic.AsyncAnthropic, sim: Sim):
+    """Over HTTP, unscripted: each call is computed from the previous result, the bulk action carries
+    the preview's selectionToken, and a rejection ends the plan in words."""
+    def calls(msg: anthropic.types.Message) -> list[tuple[str, Any]]:
+        return [(b.name, b.input) for b in msg.content if b.type == "tool_use"]
+
+    convo: list[dict[str, Any]] = [{"role": "user", "content": "delete next week's classes"}]
+    first = await ask(client, convo, tools=OWNER)
+    assert calls(first) == [("read__get_current_context", {})] and first.stop_reason == "tool_use"
+    convo += [first.to_param(), tool_results(first, context().model_dump_json())]
+    second = await ask(client, convo, tools=OWNER)
+    selection = {"dateFrom": "2031-02-10", "dateTo": "2031-02-16"}
+    assert calls(second) == [("class_sessions__bulk_preview", selection)]
+    token = "0123456789abcdef0123456789abcdef"
+    preview = bulk.Preview(count=3, items=[], truncated=False, selection_token=token)
+    convo += [second.to_param(), tool_results(second, preview.model_dump_json())]
+    third = await ask(client, convo, tools=OWNER)
+    assert calls(third) == [("class_sessions__bulk_delete", selection | {"selectionToken": token})]
+    rejected = json.dumps({"code": "rejected_by_user", "message": "The user rejected this action.", "hint": None})
+    convo += [third.to_param(), tool_results(third, rejected, is_error=True)]
+    final = await ask(client, convo, tools=OWNER)
+    assert final.content[-1].text == "OK, I didn't run bulk delete; nothing changed." and final.stop_reason == "end_turn"
+    assert all(r["verdict"]["ok"] for r in sim.requests())
 
 
 @pytest.mark.asyncio
