@@ -1,7 +1,8 @@
 """The `read` router's library, search and comment tools over a real Postgres, through ToolRunner.execute.
 
-Every row a test needs is inserted here; the global exercise library is shared by all the organizations of
-a test session, so assertions look at this test's own exercises and never at the whole library.
+Every studio row a test needs is inserted here. The global exercise library (166 exercises with aliases) is
+reference data that migration 0007 installs in every database: tests use it by name, and a studio's own
+exercises of the same names shadow its entries. Tests that add global entries give them unique names.
 """
 
 from __future__ import annotations
@@ -61,14 +62,28 @@ async def add_exercise(
     )
 
 
+DELETED = "Overhead Squat (deleted)"
+
+
 @pytest.fixture
 async def library(pool: asyncpg.Pool, studio: Studio) -> dict[str, str]:
+    """The studio's own exercises by name, each but Run shadowing a global one; DELETED is its deleted Overhead
+    Squat, which shadows nothing."""
     ids = {name: await add_exercise(pool, studio.org.id, name, *rest) for name, *rest in LIBRARY}
-    await pool.execute(
-        "INSERT INTO exercises (organization_id, name, deleted_at) VALUES ($1, 'Overhead Squat', now())",
-        studio.org.id,
+    ids[DELETED] = str(
+        await pool.fetchval(
+            "INSERT INTO exercises (organization_id, name, deleted_at) VALUES ($1, 'Overhead Squat', now()) RETURNING id",
+            studio.org.id,
+        )
     )
     return ids
+
+
+@pytest.fixture
+async def global_library(pool: asyncpg.Pool) -> dict[str, str]:
+    """The global library's exercises by name."""
+    rows = await pool.fetch("SELECT name, id::text FROM exercises WHERE organization_id IS NULL AND deleted_at IS NULL")
+    return {r["name"]: r["id"] for r in rows}
 
 
 def ours(items: list[dict], ids: dict[str, str]) -> list[str]:
@@ -77,11 +92,29 @@ def ours(items: list[dict], ids: dict[str, str]) -> list[str]:
     return [names[i["id"]] for i in items if i["id"] in names]
 
 
-async def test_exercises_search_ranks_matches_and_applies_filters(runner, conv, library) -> None:
-    found = succeeded(await run(runner, conv, "exercises_search", {"query": "squat"}))
-    # The deleted Overhead Squat is gone; equally good matches come by name.
-    assert ours(found["exercises"], library) == ["Back Squat", "Front Squat", "Goblet Squat"]
-    back = next(e for e in found["exercises"] if e["id"] == library["Back Squat"])
+def by_score_then_studio_first(items: list[dict]) -> bool:
+    keys = [(-e["score"], e["scope"] == "global") for e in items]
+    return keys == sorted(keys)
+
+
+async def test_exercises_search_ranks_matches_and_applies_filters(
+    pool, runner, conv, library, global_library
+) -> None:
+    found = succeeded(await run(runner, conv, "exercises_search", {"query": "squat", "limit": 25}))
+    items = found["exercises"]
+    # Equally good matches: the studio's own first, then the global library's, each by name.
+    assert [(e["name"], e["scope"]) for e in items[:3]] == [
+        ("Back Squat", "studio"),
+        ("Front Squat", "studio"),
+        ("Goblet Squat", "studio"),
+    ]
+    assert by_score_then_studio_first(items)
+    # The studio's entries shadow the global ones of the same names; its deleted Overhead Squat shadows nothing.
+    ids = [e["id"] for e in items]
+    assert not {global_library[n] for n in ("Back Squat", "Front Squat", "Goblet Squat")} & set(ids)
+    assert library[DELETED] not in ids and global_library["Overhead Squat"] in ids
+    assert {"Box Squat", "Zercher Squat", "Air Squat"} <= {e["name"] for e in items if e["scope"] == "global"}
+    back = items[0]
     assert back == {
         "id": library["Back Squat"],
         "name": "Back Squat",
@@ -91,21 +124,55 @@ async def test_exercises_search_ranks_matches_and_applies_filters(runner, conv, 
         "scope": "studio",
         "score": 1.0,
     }
-    assert found["total"] >= 3
+    assert found["total"] == len(items) < 25
 
     kettlebell = succeeded(await run(runner, conv, "exercises_search", {"query": "squat", "equipment": "KETTLEBELL"}))
-    assert ours(kettlebell["exercises"], library) == ["Goblet Squat"]
-    strongman = succeeded(await run(runner, conv, "exercises_search", {"query": "*", "modality": "strongman"}))
+    assert [e["id"] for e in kettlebell["exercises"]] == [library["Goblet Squat"]]
+    strongman = succeeded(
+        await run(runner, conv, "exercises_search", {"query": "*", "modality": "strongman", "limit": 25})
+    )
     assert ours(strongman["exercises"], library) == ["Sandbag Carry", "Sandbag Clean"]
+    assert [e["scope"] for e in strongman["exercises"][:2]] == ["studio", "studio"]
+    assert {e["modality"] for e in strongman["exercises"]} == {"strongman"}
+    global_strongman = await pool.fetchval(
+        "SELECT count(*) FROM exercises WHERE organization_id IS NULL AND deleted_at IS NULL AND modality = 'strongman'"
+    )
+    # Two studio entries in, the two global ones they shadow out.
+    assert strongman["total"] == len(strongman["exercises"]) == global_strongman
+    assert global_library["Sandbag Carry"] not in {e["id"] for e in strongman["exercises"]}
 
     by_alias = succeeded(await run(runner, conv, "exercises_search", {"query": "kb swing"}))
     assert by_alias["exercises"][0]["id"] == library["Kettlebell Swing"]
-    typo = succeeded(await run(runner, conv, "exercises_search", {"query": "thrustr"}))
-    assert library["Thruster"] in [e["id"] for e in typo["exercises"]]
+    assert global_library["Kettlebell Swing"] not in {e["id"] for e in by_alias["exercises"]}
     assert succeeded(await run(runner, conv, "exercises_search", {"query": "xylophone flip"}))["total"] == 0
 
     one = succeeded(await run(runner, conv, "exercises_search", {"query": "squat", "limit": 1}))
-    assert len(one["exercises"]) == 1 and one["total"] >= 3
+    assert [e["id"] for e in one["exercises"]] == [library["Back Squat"]] and one["total"] == found["total"]
+
+
+async def test_exercises_search_in_the_global_library_tolerates_typos(runner, conv, global_library) -> None:
+    # A studio without exercises of its own sees the global library alone.
+    typo = succeeded(await run(runner, conv, "exercises_search", {"query": "thrustr"}))
+    names = {e["name"]: e for e in typo["exercises"]}
+    assert {"Thruster", "Dumbbell Thruster"} <= set(names)
+    assert (names["Thruster"]["id"], names["Thruster"]["scope"]) == (global_library["Thruster"], "global")
+    by_alias = succeeded(await run(runner, conv, "exercises_search", {"query": "c2b"}))
+    assert by_alias["exercises"][0]["name"] == "Chest-to-bar Pull-up"
+
+
+async def test_a_studio_exercise_shadows_the_global_one_of_the_same_name(
+    pool, runner, conv, studio, other_studio, global_library
+) -> None:
+    own = await add_exercise(pool, studio.org.id, "THRUSTER", modality="weightlifting")
+    # Another studio's own Run hides nothing from this one.
+    await add_exercise(pool, other_studio.org.id, "Run")
+
+    thruster = succeeded(await run(runner, conv, "exercises_search", {"query": "thruster"}))
+    ids = [e["id"] for e in thruster["exercises"]]
+    assert ids[0] == own and global_library["Thruster"] not in ids  # the same name in another case
+    assert global_library["Dumbbell Thruster"] in ids
+    run_ = succeeded(await run(runner, conv, "exercises_search", {"query": "run"}))
+    assert run_["exercises"][0]["id"] == global_library["Run"]
 
 
 async def test_exercises_search_sees_the_global_library_but_not_another_studios(
@@ -118,6 +185,8 @@ async def test_exercises_search_sees_the_global_library_but_not_another_studios(
     found = succeeded(await run(runner, conv, "exercises_search", {"query": f"zottman {tag}"}))
     ids = [e["id"] for e in found["exercises"]]
     assert global_id in ids and theirs not in ids
+    listed = succeeded(await run(runner, conv, "exercises_search", {"query": "*", "limit": 25}))
+    assert {e["scope"] for e in listed["exercises"]} == {"global"}
     assert next(e for e in found["exercises"] if e["id"] == global_id)["scope"] == "global"
 
 
@@ -173,6 +242,14 @@ async def test_members_may_not_use_them(pool, runner, studio, action, input) -> 
         ("Presses", "press"),
         ("Snatches", "snatch"),
         ("200m", ""),
+        # Quantities wherever they are; a digit inside a word is part of a name.
+        ("row 500m", "row"),
+        ("21 thrusters 43kg", "thruster"),
+        ("30 wall balls (20/14 lb)", "wall ball"),
+        ("back squat x5 @ 70%", "back squat"),
+        ("24 in box jumps", "box jump"),
+        ("C2B pull-ups", "c2b pull up"),
+        ("C2 Row", "c2 row"),
     ],
 )
 def test_normalise_movement(written, normalised) -> None:
@@ -180,11 +257,7 @@ def test_normalise_movement(written, normalised) -> None:
 
 
 async def test_exercises_resolve_batch_in_one_call(pool, runner, conv, studio, library) -> None:
-    # A global entry of the same name as the studio's own is shadowed by it.
-    await pool.execute(
-        """INSERT INTO exercises (organization_id, name) VALUES (NULL, 'Thruster')
-           ON CONFLICT DO NOTHING"""
-    )
+    # The studio's entries shadow the global library's of the same names (Run, Double-under, Thruster, …).
     names = ["200m run", "30 double unders", "KB swing", "thruster", "Thrustr", "sandbag", "xylophone flips"]
     out = succeeded(await run(runner, conv, "exercises_resolve_batch", {"names": names}))
 
@@ -222,6 +295,45 @@ async def test_exercises_resolve_batch_in_one_call(pool, runner, conv, studio, l
         "candidates": [],
     }
     assert (out["resolved"], out["ambiguous"], out["unknown"]) == (5, 1, 1)
+
+
+async def test_exercises_resolve_batch_against_the_global_library(runner, conv, global_library) -> None:
+    names = [
+        "row 500m",  # quantities anywhere
+        "21 thrusters 43kg",
+        "30 wall balls (20/14 lb)",
+        "C2B pull-ups",  # the alias C2B stands for "Chest-to-bar", the rest are words of the name
+        "CTB",
+        "thrustr",  # as many words as the input: Thruster, not Dumbbell Thruster or Hip Thrust
+        "sandbag",  # Sandbag Carry or Sandbag Clean: both longer than the input
+    ]
+    out = succeeded(await run(runner, conv, "exercises_resolve_batch", {"names": names}))
+
+    def outcome(r: dict) -> tuple:
+        return r["status"], r["match"], r["exercise"] and r["exercise"]["name"]
+
+    assert [outcome(r) for r in out["results"]] == [
+        ("resolved", "exact", "Row"),
+        ("resolved", "exact", "Thruster"),
+        ("resolved", "exact", "Wall Ball"),
+        ("resolved", "exact", "Chest-to-bar Pull-up"),
+        ("resolved", "exact", "Chest-to-bar Pull-up"),
+        ("resolved", "fuzzy", "Thruster"),
+        ("ambiguous", None, None),
+    ]
+    assert out["results"][0]["exercise"]["id"] == global_library["Row"]
+    thrustr = succeeded(await run(runner, conv, "exercises_search", {"query": "thrustr"}))["exercises"]
+    assert "Dumbbell Thruster" in {e["name"] for e in thrustr}  # a close candidate, passed over
+    sandbag = out["results"][6]["candidates"]
+    assert {"Sandbag Carry", "Sandbag Clean"} <= {c["name"] for c in sandbag}
+
+
+async def test_a_name_equal_to_an_exercise_wins_over_an_alias_standing_for_part_of_one(
+    pool, runner, conv, studio
+) -> None:
+    own = await add_exercise(pool, studio.org.id, "C2B Pull-up")
+    out = succeeded(await run(runner, conv, "exercises_resolve_batch", {"names": ["c2b pull-ups"]}))
+    assert (out["results"][0]["match"], out["results"][0]["exercise"]["id"]) == ("exact", own)
 
 
 async def test_exercises_resolve_batch_never_resolves_to_another_studios_exercise(

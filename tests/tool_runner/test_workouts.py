@@ -36,6 +36,36 @@ async def workouts(runner: ToolRunner, conv: Conversation, action: str, input: d
     return await runner.execute(conv.command("workouts", action, input))
 
 
+async def global_exercise(pool: asyncpg.Pool, name: str) -> str:
+    """The id of the global library's exercise of that name (migration 0007 installs the library)."""
+    return str(
+        await pool.fetchval(
+            "SELECT id FROM exercises WHERE organization_id IS NULL AND name = $1 AND deleted_at IS NULL", name
+        )
+    )
+
+
+async def add_exercise(pool: asyncpg.Pool, org_id: str, name: str, aliases: list[str] | None = None) -> str:
+    return str(
+        await pool.fetchval(
+            "INSERT INTO exercises (organization_id, name, aliases) VALUES ($1, $2, $3) RETURNING id",
+            org_id,
+            name,
+            aliases or [],
+        )
+    )
+
+
+async def linked(pool: asyncpg.Pool, workout_id: str) -> list[tuple[str, str | None]]:
+    """(name, exercise_id) of the workout's stored movements, in order."""
+    rows = await pool.fetch(
+        """SELECT m.name, m.exercise_id::text FROM workout_movements m JOIN workout_sections s ON s.id = m.section_id
+            WHERE s.workout_id = $1 ORDER BY s.position, m.position""",
+        uuid.UUID(workout_id),
+    )
+    return [(r["name"], r["exercise_id"]) for r in rows]
+
+
 async def test_create_a_structured_workout(pool, runner, conv, studio) -> None:
     input = {**MONDAY_WOD, "programId": studio.programs["CrossFit"]}
     cmd = conv.command("workouts", "create", input)
@@ -58,10 +88,15 @@ async def test_create_a_structured_workout(pool, runner, conv, studio) -> None:
                 "name": "Metcon",
                 "format": "3 rounds",
                 "notes": None,
-                # Movements are sparse: only the fields that were given.
+                # Movements are sparse: only the fields that were given, and the exercise each name spells.
                 "movements": [
-                    {"position": 1, "name": "Run", "distanceM": 200},
-                    {"position": 2, "name": "Double-under", "reps": 30},
+                    {"position": 1, "name": "Run", "exerciseId": await global_exercise(pool, "Run"), "distanceM": 200},
+                    {
+                        "position": 2,
+                        "name": "Double-under",
+                        "exerciseId": await global_exercise(pool, "Double-under"),
+                        "reps": 30,
+                    },
                 ],
             },
             {"position": 2, "name": "Cool-down", "format": None, "notes": "Easy.", "movements": []},
@@ -78,7 +113,7 @@ async def test_create_a_structured_workout(pool, runner, conv, studio) -> None:
     assert audit["metadata"]["agent"] is True
 
 
-async def test_create_a_freeform_workout_with_loads(runner, conv) -> None:
+async def test_create_a_freeform_workout_with_loads(pool, runner, conv) -> None:
     out = succeeded(
         await workouts(
             runner,
@@ -91,7 +126,11 @@ async def test_create_a_freeform_workout_with_loads(runner, conv) -> None:
             },
         )
     )
-    assert out["sections"][0]["movements"] == [{"position": 1, "name": "Clean and jerk", "reps": 30, "loadKg": 61.5}]
+    # The library's "Clean and Jerk", whatever the case.
+    clean_and_jerk = await global_exercise(pool, "Clean and Jerk")
+    assert out["sections"][0]["movements"] == [
+        {"position": 1, "name": "Clean and jerk", "exerciseId": clean_and_jerk, "reps": 30, "loadKg": 61.5}
+    ]
     freeform = succeeded(await workouts(runner, conv, "create", {"title": "Rest day", "description": "Walk 30'"}))
     assert (freeform["kind"], freeform["sections"], freeform["scheduledFor"]) == ("freeform", [], None)
 
@@ -161,7 +200,9 @@ async def test_set_sections_replaces_everything(pool, runner, conv) -> None:
             "name": "AMRAP",
             "format": "AMRAP 12",
             "notes": None,
-            "movements": [{"position": 1, "name": "Burpee", "reps": 10}],
+            "movements": [
+                {"position": 1, "name": "Burpee", "exerciseId": await global_exercise(pool, "Burpee"), "reps": 10}
+            ],
         }
     ]
     assert await pool.fetchval(
@@ -171,6 +212,79 @@ async def test_set_sections_replaces_everything(pool, runner, conv) -> None:
     ) == 1
     emptied = succeeded(await workouts(runner, conv, "set_sections", {"id": created["id"], "sections": []}))
     assert (emptied["kind"], emptied["sections"]) == ("freeform", [])
+
+
+async def test_a_movement_keeps_the_exercise_id_it_is_given(pool, runner, conv, studio) -> None:
+    own = await add_exercise(pool, studio.org.id, f"Sled Sprint {uuid.uuid4().hex[:6]}")
+    wall_ball = await global_exercise(pool, "Wall Ball")
+    sections = [
+        {
+            "name": "Metcon",
+            "movements": [
+                # The id wins over the name: "Shuttle run" alone would link to the library's Shuttle Run.
+                {"name": "Shuttle run", "exerciseId": own, "distanceM": 50},
+                {"name": "Wall balls 9kg", "exerciseId": wall_ball, "reps": 30},
+            ],
+        }
+    ]
+
+    out = succeeded(await workouts(runner, conv, "create", {"title": "Linked", "sections": sections}))
+
+    assert out["sections"][0]["movements"] == [
+        {"position": 1, "name": "Shuttle run", "exerciseId": own, "distanceM": 50},
+        {"position": 2, "name": "Wall balls 9kg", "exerciseId": wall_ball, "reps": 30},
+    ]
+    assert await linked(pool, out["id"]) == [("Shuttle run", own), ("Wall balls 9kg", wall_ball)]
+
+
+async def test_another_studios_exercise_id_is_not_found_and_nothing_is_written(
+    pool, runner, conv, studio, other_studio
+) -> None:
+    created = succeeded(await workouts(runner, conv, "create", MONDAY_WOD))
+    theirs = await add_exercise(pool, other_studio.org.id, f"Their Move {uuid.uuid4().hex[:6]}")
+    deleted = await add_exercise(pool, studio.org.id, f"Old Move {uuid.uuid4().hex[:6]}")
+    await pool.execute("UPDATE exercises SET deleted_at = now() WHERE id = $1", uuid.UUID(deleted))
+    title = f"Leaky {uuid.uuid4().hex[:6]}"
+    for exercise_id in (theirs, deleted, str(uuid.uuid4())):
+        sections = [{"name": "A", "movements": [{"name": "Run"}, {"name": "Their move", "exerciseId": exercise_id}]}]
+        error = failed(await workouts(runner, conv, "create", {"title": title, "sections": sections}), "not_found")
+        assert exercise_id in error.message and "read__exercises_resolve_batch" in error.hint
+        failed(await workouts(runner, conv, "set_sections", {"id": created["id"], "sections": sections}), "not_found")
+    assert await pool.fetchval("SELECT count(*) FROM workouts WHERE title = $1", title) == 0
+    assert [name for name, _ in await linked(pool, created["id"])] == ["Run", "Double-under"]  # unchanged
+
+
+async def test_a_movement_is_linked_by_the_one_exercise_its_name_spells(pool, runner, conv, studio) -> None:
+    tag = uuid.uuid4().hex[:6]
+    own_thruster = await add_exercise(pool, studio.org.id, "Thruster")  # shadows the library's
+    own_flip = await add_exercise(pool, studio.org.id, f"Tyre Flip {tag}", aliases=[f"Flip {tag}"])
+    # Two of the studio's own exercises spell "Hop {tag}": which one is meant is not guessed.
+    for name, alias in [(f"Hop {tag}", None), (f"Bunny Hop {tag}", f"Hop {tag}")]:
+        await add_exercise(pool, studio.org.id, name, [alias] if alias else None)
+    movements = [
+        {"name": "thruster", "reps": 21},  # the studio's own, not the library's of the same name
+        {"name": "KB Swing", "reps": 15},  # an alias of the library's Kettlebell Swing
+        {"name": f"FLIP {tag}"},  # an alias of the studio's own, whatever the case
+        {"name": f"Hop {tag}"},  # ambiguous
+        {"name": "Zorbing"},  # unknown
+        {"name": "200m run"},  # not exactly a name: left for read__exercises_resolve_batch
+    ]
+
+    out = succeeded(
+        await workouts(runner, conv, "create", {"title": "Names", "sections": [{"name": "A", "movements": movements}]})
+    )
+
+    assert [m.get("exerciseId") for m in out["sections"][0]["movements"]] == [
+        own_thruster,
+        await global_exercise(pool, "Kettlebell Swing"),
+        own_flip,
+        None,
+        None,
+        None,
+    ]
+    assert [exercise_id for _, exercise_id in await linked(pool, out["id"])] == [
+        m.get("exerciseId") for m in out["sections"][0]["movements"]
+    ]
 
 
 async def test_delete_is_soft_and_happens_once(pool, runner, conv) -> None:

@@ -212,11 +212,13 @@ async def members_get(ctx: ToolContext, args: MembersGetInput) -> MemberDetail:
     # This tool's hint has always lacked the final period of the shared one; kept, so its output is unchanged.
     member = await require_membership(ctx, args.membership_id, "Use read__members_search to find the membershipId")
     last_visit: datetime | None = member["last_visit_at"]
+    days = None
+    if last_visit is not None:
+        # Days on the studio's calendar, as people count them: in yesterday evening is "1 day ago" this morning.
+        tz = (await ctx.org()).tz
+        days = (ctx.now.astimezone(tz).date() - last_visit.astimezone(tz).date()).days
     return MemberDetail.from_row(
-        member,
-        membership_id=member["id"],
-        name=member["full_name"],
-        days_since_last_visit=(ctx.now - last_visit).days if last_visit else None,
+        member, membership_id=member["id"], name=member["full_name"], days_since_last_visit=days
     )
 
 
@@ -274,6 +276,11 @@ _EXERCISE_SCORE = """greatest(
     similarity($2, e.name), word_similarity($2, e.name),
     coalesce((SELECT max(greatest(similarity($2, a), word_similarity($2, a))) FROM unnest(e.aliases) AS a), 0))"""
 
+# A global entry the studio has its own entry of the same name for ($1: the studio): the studio's shadows it.
+_SHADOWED_GLOBAL = """(e.organization_id IS NULL AND EXISTS (
+    SELECT 1 FROM exercises o
+     WHERE o.organization_id = $1 AND o.deleted_at IS NULL AND lower(o.name) = lower(e.name)))"""
+
 # Whether it matches at all: the pg_trgm operators (similarity ≥ 0.3, word similarity ≥ 0.6) on the
 # name use its trigram index; the aliases are a few per row.
 _EXERCISE_MATCH = """(e.name % $2 OR $2 <% e.name
@@ -313,7 +320,8 @@ class ExercisesSearchResult(ToolOutput):
 @router.read(
     "exercises_search",
     "Search the exercise library (the global library and the studio's own exercises) by name or alias, "
-    "tolerant of typos and word order, best match first; optionally only one modality or equipment. "
+    "tolerant of typos and word order, best match first (the studio's own before global ones of the same score; "
+    "a studio exercise hides the global one of the same name); optionally only one modality or equipment. "
     "Returns exercise ids. To turn a workout's movement names into ids use read__exercises_resolve_batch instead.",
 )
 async def exercises_search(ctx: ToolContext, args: ExercisesSearchInput) -> ExercisesSearchResult:
@@ -324,10 +332,10 @@ async def exercises_search(ctx: ToolContext, args: ExercisesSearchInput) -> Exer
                    CASE WHEN $5 THEN 1 ELSE round({_EXERCISE_SCORE}::numeric, 2) END AS score,
                    count(*) OVER () AS total
               FROM exercises e
-             WHERE {_VISIBLE_EXERCISE} AND ($5 OR {_EXERCISE_MATCH})
+             WHERE {_VISIBLE_EXERCISE} AND NOT {_SHADOWED_GLOBAL} AND ($5 OR {_EXERCISE_MATCH})
                AND ($3::text IS NULL OR e.modality::text = $3)
                AND ($4::text IS NULL OR EXISTS (SELECT 1 FROM unnest(e.equipment) AS x WHERE lower(x) = lower($4)))
-             ORDER BY score DESC, e.name, e.id
+             ORDER BY score DESC, e.organization_id IS NULL, e.name, e.id
              LIMIT $6""",
         ctx.organization_id,
         args.query,
@@ -344,22 +352,26 @@ async def exercises_search(ctx: ToolContext, args: ExercisesSearchInput) -> Exer
 
 # exercises_resolve_batch ---------------------------------------------------------------------------
 
-# Leading quantities of a movement as a coach writes it: "200m", "30", "3x10", "21-15-9", "2k", "15 cal", "1:00".
+# A quantity anywhere in a movement as a coach writes it: "200m", "30", "3x10", "21-15-9", "2k", "15 cal", "1:00",
+# "43kg", "(20/14 lb)", "x5". Not a digit inside a word: "C2B", "T2B" and "C2 Row" are names.
 _QUANTITY = re.compile(
-    r"^(?:[\d.,:/x×*-]*\d[\d.,:/x×*-]*\s*(?:m|km|k|cal|cals|kg|lb|lbs|reps?|sec|s|min|x|×)?(?![a-z])\s*)+"
+    r"(?<![a-z\d])[\d.,:/x×*-]*\d[\d.,:/x×*-]*\s*"
+    r"(?:m|km|k|mi|cm|in|ft|cal|cals|kg|kgs|lb|lbs|pood|reps?|sec|secs|s|min|mins|x|×|%)?(?![a-z])"
 )
 _SINGULAR_KEEP = ("ss", "us", "is")
 
 # Trigram similarity a candidate needs to be offered at all, and the lead a fuzzy best match needs
-# over the runner-up to be taken without asking.
+# over the runner-up to be taken without asking. Without that lead, the one close candidate with as many
+# words as the input is taken over longer (or shorter) names: "thrustr" is Thruster, not Dumbbell Thruster.
 _MIN_SCORE = 0.3
 _CLEAR_LEAD = 0.2
 
 
 def normalise_movement(text: str) -> str:
-    """The comparable form of a movement name: lower case, no leading quantity, hyphens as spaces, no other
-    punctuation, each word singular ("200m Double-Unders" → "double under")."""
-    text = _QUANTITY.sub("", text.lower().strip())
+    """The comparable form of a movement name: lower case, no quantities (wherever they are), hyphens as spaces,
+    no other punctuation, each word singular ("200m Double-Unders" → "double under", "30 wall balls (20/14 lb)"
+    → "wall ball")."""
+    text = _QUANTITY.sub(" ", text.lower().strip())
     text = re.sub(r"[-_/]+", " ", text)
     words = re.sub(r"[^\w\s]", "", text).split()
     return " ".join(_singular(w) for w in words)
@@ -394,7 +406,9 @@ class Resolution(ToolOutput):
     input: str = Field(description="The name as given.")
     status: Literal["resolved", "ambiguous", "unknown"]
     match: Literal["exact", "fuzzy"] | None = Field(
-        description="exact: the name or an alias equals it once normalised; fuzzy: the clearly best similar name."
+        description="exact: the name or an alias equals it once normalised, or an alias stands for some of its "
+        "words and the rest are words of the name ('C2B pull-ups'); fuzzy: the clearly best similar name, or the "
+        "only close one with as many words as the input."
     )
     exercise: ExerciseRef | None = Field(description="The exercise, when resolved.")
     candidates: list[ExerciseCandidate] = Field(description="2 to 5 options, best first, when ambiguous.")
@@ -407,18 +421,24 @@ class ExercisesResolveBatchResult(ToolOutput):
     unknown: int
 
 
-# Up to 10 candidates per distinct normalised name, in one round trip.
+# Up to 10 candidates per distinct normalised name, in one round trip: similar names first, but first of all
+# those with an alias among the name's words (an abbreviation: "c2b pull up"), which Python then checks.
+# `matched` is the name or alias the score comes from.
 _CANDIDATES = f"""
-SELECT k.key, c.id, c.name, c.aliases, c.own, c.score
+SELECT k.key, c.id, c.name, c.aliases, c.own, c.score, c.matched
   FROM unnest($2::text[]) AS k(key)
  CROSS JOIN LATERAL (
-       SELECT e.id, e.name, e.aliases, e.organization_id IS NOT NULL AS own,
-              greatest(similarity(k.key, e.name),
-                       coalesce((SELECT max(similarity(k.key, a)) FROM unnest(e.aliases) AS a), 0)) AS score
+       SELECT e.id, e.name, e.aliases, e.organization_id IS NOT NULL AS own, best.score, best.matched,
+              EXISTS (SELECT 1 FROM unnest(e.aliases) AS a WHERE strict_word_similarity(a, k.key) = 1) AS alias_word
          FROM exercises e
+        CROSS JOIN LATERAL (
+              SELECT t AS matched, similarity(k.key, t) AS score
+                FROM unnest(array_prepend(e.name::text, e.aliases)) AS t
+               ORDER BY score DESC, t LIMIT 1) AS best
         WHERE {_VISIBLE_EXERCISE}
-          AND (e.name % k.key OR k.key % ANY (e.aliases))
-        ORDER BY score DESC, e.name, e.id
+          AND (e.name % k.key OR k.key % ANY (e.aliases)
+               OR EXISTS (SELECT 1 FROM unnest(e.aliases) AS a WHERE a <<% k.key))
+        ORDER BY alias_word DESC, best.score DESC, e.name, e.id
         LIMIT 10) AS c
 """
 
@@ -426,7 +446,9 @@ SELECT k.key, c.id, c.name, c.aliases, c.own, c.score
 @router.read(
     "exercises_resolve_batch",
     "Resolve up to 50 movement names, as written in a workout ('200m run', '30 double unders', 'KB swing'), to "
-    "exercise ids in one call. Quantities, case, plurals and hyphens are ignored. Each name comes back resolved "
+    "exercise ids in one call. Quantities (wherever they are), case, plurals and hyphens are ignored; an alias "
+    "may stand for part of the name ('C2B pull-ups'). Of similar names without a clear best, the one with as many "
+    "words as the input wins ('thrustr' is Thruster, not Dumbbell Thruster). Each name comes back resolved "
     "(with the exercise), ambiguous (2-5 candidates: ask the user with read__ask_user_to_pick) or unknown.",
 )
 async def exercises_resolve_batch(ctx: ToolContext, args: ExercisesResolveBatchInput) -> ExercisesResolveBatchResult:
@@ -444,15 +466,17 @@ def _resolve(name: str, candidates: list[asyncpg.Record], key: str) -> Resolutio
     # A studio's own exercise shadows a global one of the same name, and wins an exact tie.
     own = {normalise_movement(c["name"]) for c in candidates if c["own"]}
     candidates = [c for c in candidates if c["own"] or normalise_movement(c["name"]) not in own]
-    exact = [c for c in candidates if key in {normalise_movement(n) for n in (c["name"], *c["aliases"])}]
+    # An alias standing for part of the name counts only when nothing equals the name outright.
+    exact = [c for c in candidates if _equals(key, c)] or [c for c in candidates if _abbreviates(key, c)]
     exact = [c for c in exact if c["own"]] or exact
     if len(exact) == 1:
         return _resolved(name, exact[0], "exact")
-    options = exact or [c for c in candidates if c["score"] >= _MIN_SCORE]
+    options = exact or sorted((c for c in candidates if c["score"] >= _MIN_SCORE), key=lambda c: -c["score"])
     if not options:
         return Resolution(input=name, status="unknown", match=None, exercise=None, candidates=[])
-    if not exact and (len(options) == 1 or options[0]["score"] - options[1]["score"] >= _CLEAR_LEAD):
-        return _resolved(name, options[0], "fuzzy")
+    best = None if exact else _fuzzy_best(key, options)
+    if best is not None:
+        return _resolved(name, best, "fuzzy")
     return Resolution(
         input=name,
         status="ambiguous",
@@ -460,6 +484,35 @@ def _resolve(name: str, candidates: list[asyncpg.Record], key: str) -> Resolutio
         exercise=None,
         candidates=[ExerciseCandidate.from_row(c, score=round(c["score"], 2)) for c in options[:5]],
     )
+
+
+def _equals(key: str, candidate: asyncpg.Record) -> bool:
+    return key in {normalise_movement(n) for n in (candidate["name"], *candidate["aliases"])}
+
+
+def _abbreviates(key: str, candidate: asyncpg.Record) -> bool:
+    """Whether an alias is some of the key's words and the others are words of the name: "c2b pull up" is
+    Chest-to-bar Pull-up by its alias C2B."""
+    words = key.split()
+    name = set(normalise_movement(candidate["name"]).split())
+    for alias in {normalise_movement(a) for a in candidate["aliases"]}:
+        part = alias.split()
+        for start in range(len(words) - len(part) + 1):
+            rest = words[:start] + words[start + len(part) :]
+            if part and words[start : start + len(part)] == part and rest and set(rest) <= name:
+                return True
+    return False
+
+
+def _fuzzy_best(key: str, options: list[asyncpg.Record]) -> asyncpg.Record | None:
+    """The fuzzy match to take without asking: the best by a clear lead; else, among the close ones (within the
+    lead of the best), the only one whose matched name or alias has as many words as the key."""
+    if len(options) == 1 or options[0]["score"] - options[1]["score"] >= _CLEAR_LEAD:
+        return options[0]
+    close = [c for c in options if options[0]["score"] - c["score"] < _CLEAR_LEAD]
+    words = len(key.split())
+    same = [c for c in close if len(normalise_movement(c["matched"]).split()) == words]
+    return same[0] if len(same) == 1 else None
 
 
 def _resolved(name: str, row: asyncpg.Record, match: Literal["exact", "fuzzy"]) -> Resolution:

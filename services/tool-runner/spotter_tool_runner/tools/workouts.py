@@ -2,6 +2,8 @@
 
 A workout is freeform (a description) or structured (sections of movements). Every write returns
 the whole workout as it now stands, read back from the database, with its `id` for audit and undo.
+A movement is linked to its exercise in the library: the exerciseId given, or the one exercise its
+name or an alias spells (the studio's own before the global library's).
 """
 
 from __future__ import annotations
@@ -16,7 +18,19 @@ from pydantic import Field, StringConstraints, model_serializer, model_validator
 
 from ..context import ToolContext
 from ..declaration import ToolInput, ToolOutput, ToolRouter
-from .common import IdInput, Name, PatchInput, Table, Text, insert, patch, require, require_program, soft_delete
+from .common import (
+    IdInput,
+    Name,
+    PatchInput,
+    Table,
+    Text,
+    insert,
+    not_found,
+    patch,
+    require,
+    require_program,
+    soft_delete,
+)
 
 router = ToolRouter("workouts", resource="workout")
 WORKOUTS = Table("workouts", "workout", "title", hint="Use the id returned by workouts__create; never invent ids.")
@@ -26,6 +40,11 @@ WORKOUTS = Table("workouts", "workout", "title", hint="Use the id returned by wo
 
 class MovementInput(ToolInput):
     name: Name = Field(description="Movement, e.g. 'Run', 'Double-under', 'Back squat'.")
+    exercise_id: uuid.UUID | None = Field(
+        default=None,
+        description="The exercise it is (read__exercises_resolve_batch). Omitted: linked when the name is "
+        "exactly one exercise's name or alias.",
+    )
     reps: int | None = Field(default=None, ge=1, le=10_000, description="Repetitions.")
     distance_m: int | None = Field(default=None, ge=1, le=100_000, description="Distance in metres (200m run → 200).")
     load_kg: float | None = Field(default=None, ge=0, le=1_000, description="Load in kilograms.")
@@ -82,6 +101,7 @@ class WorkoutsSetSectionsInput(ToolInput):
 class Movement(ToolOutput):
     position: int
     name: str
+    exercise_id: uuid.UUID | None = Field(default=None, description="The library exercise, when linked.")
     reps: int | None = None
     distance_m: int | None = None
     load_kg: float | None = None
@@ -128,7 +148,8 @@ class DeletedWorkout(ToolOutput):
     "Create a workout. Freeform: give a description. Structured: give sections, each with a format "
     "('3 rounds', 'AMRAP 12', …) and movements with reps, distanceM, loadKg or durationS — e.g. "
     "'3 rounds — 200m run, 30 double-unders' is one section, format '3 rounds', movements "
-    "[{name: 'Run', distanceM: 200}, {name: 'Double-under', reps: 30}]. Optionally attach it to a program "
+    "[{name: 'Run', distanceM: 200}, {name: 'Double-under', reps: 30}]; give each movement the exerciseId from "
+    "read__exercises_resolve_batch when you have it. Optionally attach it to a program "
     "and schedule it for a day. Returns the workout with its id.",
     inverse="delete",
 )
@@ -194,11 +215,52 @@ SELECT s.position, s.name, s.format, s.notes,
 """
 
 
+# Of the exercise ids $2, those the workout's organization $1 sees (the global library and its own).
+_VISIBLE_IDS = """
+SELECT e.id FROM exercises e
+ WHERE e.id = ANY ($2::uuid[]) AND (e.organization_id IS NULL OR e.organization_id = $1) AND e.deleted_at IS NULL
+"""
+
+# The exercises each name $2 spells, as name or alias (case-insensitive), among those $1 sees.
+_BY_NAME = """
+SELECT k.name, e.id, e.organization_id IS NOT NULL AS own
+  FROM unnest($2::text[]) AS k(name)
+  JOIN exercises e ON (e.organization_id IS NULL OR e.organization_id = $1) AND e.deleted_at IS NULL
+   AND (lower(e.name) = lower(k.name) OR lower(k.name) = ANY (SELECT lower(a) FROM unnest(e.aliases) AS a))
+"""
+
+_EXERCISE_HINT = "Use read__exercises_resolve_batch to find the exerciseId, or omit it to link by name."
+
+
 def _kind(sections: list[SectionInput]) -> str:
     return "structured" if sections else "freeform"
 
 
+async def _exercise_ids(
+    conn: asyncpg.Connection, org_id: uuid.UUID, movements: list[MovementInput]
+) -> list[uuid.UUID | None]:
+    """Each movement's exercise: the exerciseId given, which the studio must see; else the one exercise its name
+    spells — the studio's own first, so its entry wins over a global one of the same name; else none."""
+    given = {m.exercise_id for m in movements if m.exercise_id is not None}
+    visible = {r["id"] for r in await conn.fetch(_VISIBLE_IDS, org_id, list(given))} if given else set()
+    if missing := sorted(given - visible):
+        raise not_found("exercise", missing[0], _EXERCISE_HINT)
+    names = sorted({m.name for m in movements if m.exercise_id is None})
+    spelled: dict[str, dict[bool, set[uuid.UUID]]] = {}
+    for r in await conn.fetch(_BY_NAME, org_id, names) if names else []:
+        spelled.setdefault(r["name"], {True: set(), False: set()})[r["own"]].add(r["id"])
+    return [m.exercise_id or _only(spelled.get(m.name)) for m in movements]
+
+
+def _only(ids: dict[bool, set[uuid.UUID]] | None) -> uuid.UUID | None:
+    matches = (ids[True] or ids[False]) if ids else set()
+    return next(iter(matches)) if len(matches) == 1 else None
+
+
 async def _write_sections(conn: asyncpg.Connection, workout_id: uuid.UUID, sections: list[SectionInput]) -> None:
+    # The workout's own organization, so that program_templates (which writes sections too) need not pass it.
+    org_id = await conn.fetchval("SELECT organization_id FROM workouts WHERE id = $1", workout_id)
+    exercise_ids = iter(await _exercise_ids(conn, org_id, [m for s in sections for m in s.movements]))
     await conn.execute("DELETE FROM workout_sections WHERE workout_id = $1", workout_id)
     for position, section in enumerate(sections, start=1):
         section_id = await conn.fetchval(
@@ -211,13 +273,15 @@ async def _write_sections(conn: asyncpg.Connection, workout_id: uuid.UUID, secti
             section.notes,
         )
         await conn.executemany(
-            """INSERT INTO workout_movements (section_id, position, name, reps, distance_m, load_kg, duration_s, notes)
-               VALUES ($1, $2, $3, $4, $5, $6, $7, $8)""",
+            """INSERT INTO workout_movements
+                      (section_id, position, name, exercise_id, reps, distance_m, load_kg, duration_s, notes)
+               VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)""",
             [
                 (
                     section_id,
                     i,
                     m.name,
+                    next(exercise_ids),
                     m.reps,
                     m.distance_m,
                     None if m.load_kg is None else Decimal(str(m.load_kg)),
