@@ -885,19 +885,22 @@ class CommentsInProgramInput(ToolInput):
     limit: int = Field(default=20, ge=1, le=50, description="Maximum number of comments returned.")
 
 
-class ProgramComment(ToolOutput):
+class ThreadComment(ToolOutput):
     id: uuid.UUID
-    on: Literal["workout", "assignment"] = Field(description="A program workout or a personal assignment.")
-    workout_id: uuid.UUID | None
-    assignment_id: uuid.UUID | None = Field(description="For read__workout_comments_for_assignment.")
-    title: str | None = Field(description="Title of the workout or assignment.")
-    day: date | None = Field(description="Day the workout or assignment is scheduled for.")
     author_membership_id: uuid.UUID
     author_name: str
     author_role: str
     body: str
     created_at: str = Field(description="ISO 8601 in the studio's timezone.")
     read: bool = Field(description="Whether the caller has read it (their own comments count as read).")
+
+
+class ProgramComment(ThreadComment):
+    on: Literal["workout", "assignment"] = Field(description="A program workout or a personal assignment.")
+    workout_id: uuid.UUID | None
+    assignment_id: uuid.UUID | None = Field(description="For read__workout_comments_for_assignment.")
+    title: str | None = Field(description="Title of the workout or assignment.")
+    day: date | None = Field(description="Day the workout or assignment is scheduled for.")
 
 
 class CommentsInProgram(ToolOutput):
@@ -955,16 +958,6 @@ class CommentsForAssignmentInput(ToolInput):
         description="Id of the personal assignment (read__workout_comments_in_program or the member's "
         "recentAssignments in read__lookup_by_id)."
     )
-
-
-class ThreadComment(ToolOutput):
-    id: uuid.UUID
-    author_membership_id: uuid.UUID
-    author_name: str
-    author_role: str
-    body: str
-    created_at: str = Field(description="ISO 8601 in the studio's timezone.")
-    read: bool = Field(description="Whether the caller has read it (their own comments count as read).")
 
 
 class AssignmentThread(ToolOutput):
