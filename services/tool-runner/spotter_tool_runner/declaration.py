@@ -33,6 +33,8 @@ Kind = Literal["normal", "user_picker"]
 
 KNOWN_ROLES: frozenset[str] = frozenset(get_args(Role))
 STAFF: frozenset[str] = frozenset({"owner", "admin", "coach"})
+# Who may delete a program, run a bulk write or see the studio's money (README: role choices).
+OWNER_ADMIN: frozenset[str] = frozenset({"owner", "admin"})
 
 # A handler returns a pydantic model or anything JSON-able; the runner stores the JSON form.
 Output: TypeAlias = BaseModel | Mapping[str, Any]

@@ -30,10 +30,9 @@ import asyncpg
 from pydantic import Field, model_validator
 
 from ..context import ToolContext
-from ..declaration import ToolFailure, ToolInput, ToolOutput, ToolRouter
+from ..declaration import OWNER_ADMIN, ToolFailure, ToolInput, ToolOutput, ToolRouter
 
 router = ToolRouter("analytics")
-MONEY_ROLES = frozenset({"owner", "admin"})
 MAX_DAYS = 731  # two years: enough for any comparison, small enough to stay fast
 Interval = Literal["week", "month"]
 
@@ -232,7 +231,7 @@ def _figures(p: Period, row: asyncpg.Record) -> dict:
     "The studio's revenue in a period (default the last 30 days): collected (paid payments), refunded, "
     "failed and overdue (pending past due) amounts, paying members and revenue per paying member, compared "
     "with the period of equal length just before. Money as decimal strings in `currency`.",
-    roles=MONEY_ROLES,
+    roles=OWNER_ADMIN,
 )
 async def revenue_summary(ctx: ToolContext, args: PeriodInput) -> RevenueSummary:
     p = await _period(ctx, args)
@@ -274,7 +273,7 @@ class RevenueTrend(ToolOutput):
     "Collected revenue (paid payments, by payment time) per week or month over a period (default the last "
     "12 calendar months), with payments and paying members per bucket. The first and last buckets are clipped "
     "to the period.",
-    roles=MONEY_ROLES,
+    roles=OWNER_ADMIN,
 )
 async def revenue_trend(ctx: ToolContext, args: TrendInput) -> RevenueTrend:
     p = await _trend_period(ctx, args)
@@ -772,7 +771,7 @@ class PlanDistribution(ToolOutput):
     "plan_distribution",
     "Active members (status active, not ended) per plan, by their current plan, with price, billing interval "
     "and share of all active members. Active plans nobody is on are listed with 0; most members first.",
-    roles=MONEY_ROLES,
+    roles=OWNER_ADMIN,
 )
 async def plan_distribution(ctx: ToolContext, args: PlanInput) -> PlanDistribution:
     today, _ = await _today(ctx)
@@ -1028,7 +1027,7 @@ async def _insights(ctx: ToolContext, p: Period) -> list[Insight]:
             unit="members",
         )
     )
-    if ctx.actor.role in MONEY_ROLES:
+    if ctx.actor.role in OWNER_ADMIN:
         currency = await _currency(ctx)
         now_r, prev_r = await _revenue(ctx, p, currency), await _revenue(ctx, prev, currency)
         change = _change(now_r["collected"], prev_r["collected"])

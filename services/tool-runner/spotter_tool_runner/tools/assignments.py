@@ -19,7 +19,7 @@ import asyncpg
 from pydantic import Field, model_validator
 
 from ..context import ToolContext
-from ..declaration import STAFF, ToolFailure, ToolInput, ToolOutput, ToolRouter
+from ..declaration import OWNER_ADMIN, STAFF, ToolFailure, ToolInput, ToolOutput, ToolRouter
 from .bulk import Preview, SelectionToken, preview, require_unchanged
 from .common import (
     IdInput,
@@ -40,7 +40,6 @@ router = ToolRouter("assignments", resource="assignment")
 ASSIGNMENTS = Table(
     "assignments", "assignment", "title", hint="Use assignments__bulk_preview over its day to find the assignment id."
 )
-OWNER_ADMIN = frozenset({"owner", "admin"})
 
 # A bulk selection spans at most a year: enough for any clean-up, small enough to review.
 MAX_RANGE_DAYS = 366

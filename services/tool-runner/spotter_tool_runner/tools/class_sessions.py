@@ -25,12 +25,11 @@ import asyncpg
 from pydantic import Field, model_validator
 
 from ..context import ToolContext
-from ..declaration import STAFF, ToolFailure, ToolInput, ToolOutput, ToolRouter
+from ..declaration import OWNER_ADMIN, STAFF, ToolFailure, ToolInput, ToolOutput, ToolRouter
 from .bulk import PREVIEW_LIMIT, Preview, SelectionToken, preview, require_unchanged
 from .common import MEMBERS_HINT, Name, PatchInput, Table, Text, not_found, require, require_membership
 
 router = ToolRouter("class_sessions", resource="class_session")
-MANAGERS = frozenset({"owner", "admin"})
 SESSIONS = Table(
     "class_sessions", "class session", "id", hint="Use class_sessions__list_for_date to find the session id."
 )
@@ -360,7 +359,7 @@ async def unpublish(ctx: ToolContext, args: SessionIdInput) -> ClassSession:
 )
 async def cancel(ctx: ToolContext, args: CancelInput) -> CancelledSession:
     session = await _require_live(ctx, args.id)
-    if ctx.actor.role not in MANAGERS and ctx.actor.membership_id != str(session["coach_membership_id"]) and (
+    if ctx.actor.role not in OWNER_ADMIN and ctx.actor.membership_id != str(session["coach_membership_id"]) and (
         ctx.actor.user_id != str(session["created_by"])
     ):
         raise ToolFailure(
@@ -411,7 +410,7 @@ async def bulk_preview(ctx: ToolContext, args: SessionSelection) -> Preview:
     "Owners and admins only; the user is asked to confirm.",
     confirm="destructive",
     audit_label="class_session.bulk_deleted",
-    roles=MANAGERS,
+    roles=OWNER_ADMIN,
 )
 async def bulk_delete(ctx: ToolContext, args: BulkSessionsInput) -> BulkDeleted:
     rows = await _selection(ctx, args, (await ctx.org()).tz, lock=True)
@@ -434,7 +433,7 @@ async def bulk_delete(ctx: ToolContext, args: BulkSessionsInput) -> BulkDeleted:
     "Owners and admins only; the user is always asked to confirm.",
     confirm="always",
     audit_label="class_session.bulk_published",
-    roles=MANAGERS,
+    roles=OWNER_ADMIN,
 )
 async def bulk_publish(ctx: ToolContext, args: BulkSessionsInput) -> BulkPublished:
     rows = await _selection(ctx, args, (await ctx.org()).tz, lock=True)

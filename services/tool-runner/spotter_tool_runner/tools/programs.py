@@ -12,7 +12,7 @@ from typing import ClassVar, Literal
 from pydantic import Field
 
 from ..context import ToolContext
-from ..declaration import ToolFailure, ToolInput, ToolOutput, ToolRouter
+from ..declaration import OWNER_ADMIN, ToolFailure, ToolInput, ToolOutput, ToolRouter
 from .common import (
     PROGRAMS,
     IdInput,
@@ -106,7 +106,7 @@ async def update(ctx: ToolContext, args: ProgramsUpdateInput) -> Program:
     "delete",
     "Delete a program (owners and admins only). The user is asked to confirm before it runs.",
     confirm="destructive",
-    roles={"owner", "admin"},
+    roles=OWNER_ADMIN,
 )
 async def delete(ctx: ToolContext, args: IdInput) -> DeletedProgram:
     return DeletedProgram.from_row(await soft_delete(ctx, PROGRAMS, args.id))
