@@ -32,6 +32,7 @@ from .contracts.base import (
     dead_letter_subject,
 )
 from .contracts.commands import COMMAND_SUBJECTS, COMMANDS_STREAM, TurnCommand
+from .contracts.rag import ENTITIES_CHANGED, RAG_STREAM
 from .errors import ErrorCode, RemoteError, SpotterError
 
 log = logging.getLogger(__name__)
@@ -48,6 +49,15 @@ STREAMS = [
         retention=RetentionPolicy.WORK_QUEUE,
         storage=StorageType.FILE,
         duplicate_window=600.0,
+        max_age=24 * 3600.0,
+    ),
+    # Index announcements: rag's indexer takes each once; a lost one is caught up by its sweep.
+    StreamConfig(
+        name=RAG_STREAM,
+        subjects=[ENTITIES_CHANGED.subject],
+        retention=RetentionPolicy.WORK_QUEUE,
+        storage=StorageType.FILE,
+        duplicate_window=120.0,
         max_age=24 * 3600.0,
     ),
     StreamConfig(

@@ -48,7 +48,8 @@ TABLES: Final[tuple[Table, ...]] = (
     Table("ai_usage_daily", "billing", "Tokens and cost per org, user and day; the spend cap reads it."),
     Table("ai_conversation_usage", "billing", "Lifetime tokens and cost per conversation."),
     # Retrieval.
-    Table("ai_cache", "rag", "Cached model answers keyed by model and input hash."),
+    Table("ai_cache", "rag", "Cached model answers keyed by model and input hash (embeddings)."),
+    Table("rag_documents", "rag", "The hybrid search index: one document per program, workout, exercise, member."),
     # Set up by the `spotter` command; the services only read them.
     Table("schema_migrations", "cli", "Applied migrations and their checksums."),
     Table("organizations", "cli", "Studios (tenants)."),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import Field
+from pydantic import Field, computed_field
 
 from .base import Contract, event_endpoint
 
@@ -79,6 +79,20 @@ class TurnUsage(Contract):
     cache_read_tokens: int = Field(default=0, description="Prompt-cache read tokens.")
     cache_creation_tokens: int = Field(default=0, description="Prompt-cache write tokens (5m + 1h).")
     cost_usd_micros: int = Field(default=0, description="Cost of the turn in micro-dollars.")
+
+    @computed_field(description="Honest prompt-cache efficiency, cacheRead / (cacheRead + cacheWrite + uncached "
+                    "input); seed 000's cacheRead / (cacheRead + input) ignores writes and reads 1.0 while every "
+                    "call re-writes the conversation.")
+    @property
+    def cache_read_ratio(self) -> float:
+        total = self.cache_read_tokens + self.cache_creation_tokens + self.input_tokens
+        return round(self.cache_read_tokens / total, 4) if total else 0.0
+
+    @property
+    def cache_hit_ratio(self) -> float:
+        """Seed 000's ratio, kept for comparison in `agent.turn.completed`."""
+        total = self.cache_read_tokens + self.input_tokens
+        return round(self.cache_read_tokens / total, 4) if total else 0.0
 
 
 class Done(Contract):
