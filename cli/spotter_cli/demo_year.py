@@ -22,7 +22,7 @@ import json
 import random
 import uuid
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, date, datetime, time, timedelta
 from zoneinfo import ZoneInfo
 
@@ -214,6 +214,179 @@ Sandbag Over Shoulder|S|sandbag|glutes,back|SBOS
 Rig Traverse|G|rig|grip,lats,core|Monkey Bars
 """
 
+# Hebrew and Russian names of the global library, as Israeli and Russian-speaking coaches say them
+# (transliterations where that is what they say): name|Hebrew aliases|Russian aliases. They are more
+# aliases, after the English ones, so "סקוואט" and "приседания" find the squat lexically; migration
+# 0009 appends them to the library's rows. No alias names two exercises.
+_EXERCISE_NAMES_HE_RU = """
+Back Squat|סקוואט,סקוואט אחורי,סקוואט עם מוט|приседания со штангой,приседания,присед
+Front Squat|פרונט סקוואט,סקוואט קדמי|фронтальные приседания,фронтальный присед
+Overhead Squat|אוברהד סקוואט,סקוואט מעל הראש|оверхед сквот,приседания со штангой над головой
+Deadlift|דדליפט,הרמת מתים|становая тяга,становая
+Sumo Deadlift|סומו דדליפט,דדליפט סומו|становая тяга сумо,сумо тяга
+Sumo Deadlift High Pull|סומו דדליפט היי פול|тяга сумо к подбородку
+Romanian Deadlift|דדליפט רומני,רומני|румынская тяга
+Bench Press|לחיצת חזה,בנץ' פרס|жим лежа,жим штанги лежа
+Strict Press|לחיצת כתפיים,לחיצה צבאית,סטריקט פרס|армейский жим,жим стоя,жим штанги над головой
+Push Press|פוש פרס|жимовой швунг,пуш пресс
+Push Jerk|פוש ג'רק|швунг толчковый,пуш джерк
+Split Jerk|ספליט ג'רק|толчок в ножницы,сплит джерк
+Clean|קלין,סקוואט קלין|взятие на грудь,взятие в сед
+Power Clean|פאוור קלין|взятие на грудь в стойку,пауэр клин
+Hang Clean|האנג קלין|взятие на грудь с виса
+Hang Power Clean|האנג פאוור קלין|взятие на грудь в стойку с виса
+Snatch|סנאץ',חטיפה|рывок,рывок в сед
+Power Snatch|פאוור סנאץ'|рывок в стойку
+Hang Snatch|האנג סנאץ'|рывок с виса
+Hang Power Snatch|האנג פאוור סנאץ'|рывок в стойку с виса
+Clean and Jerk|קלין אנד ג'רק,הנפה ודחיקה|толчок,толчок классический
+Thruster|תראסטר,טראסטר|трастер,трастеры
+Cluster|קלאסטר|кластер
+Snatch Pull|סנאץ' פול,משיכת סנאץ'|рывковая тяга
+Clean Pull|קלין פול,משיכת קלין|толчковая тяга
+Snatch Balance|סנאץ' באלאנס|рывковый баланс
+Muscle Snatch|מאסל סנאץ'|мышечный рывок
+Good Morning|גוד מורנינג|гуд монинг,наклоны со штангой
+Barbell Row|חתירה עם מוט,חתירה בהטיה|тяга штанги в наклоне
+Barbell Lunge|לאנג' עם מוט,מכרעים עם מוט|выпады со штангой
+Overhead Lunge|לאנג' מעל הראש,מכרעים עם משקל מעל הראש|выпады с весом над головой
+Zercher Squat|זרכר סקוואט|приседания Зерхера
+Pause Squat|סקוואט עם עצירה,פאוז סקוואט|приседания с паузой
+Box Squat|בוקס סקוואט,סקוואט לארגז|приседания на ящик
+Incline Bench Press|לחיצת חזה בשיפוע|жим на наклонной скамье
+Close-grip Bench Press|לחיצת חזה באחיזה צרה|жим узким хватом
+Hip Thrust|היפ טראסט,דחיקת אגן|ягодичный мост со штангой,хип траст
+Shoulder-to-overhead|שולדר טו אוברהד|с плеч над головой
+Ground-to-overhead|גראונד טו אוברהד|с пола над головой
+Floor Press|פלור פרס,לחיצה מהרצפה|жим лежа на полу
+Kettlebell Swing|סווינג,קטלבל סווינג|махи гирей,свинг гирей
+Goblet Squat|גובלט סקוואט|гоблет приседания,приседания с гирей у груди
+Turkish Get-up|טורקיש גט אפ,קימה טורקית|турецкий подъем
+Kettlebell Snatch|סנאץ' קטלבל|рывок гири
+Kettlebell Clean|קלין קטלבל|взятие гири на грудь
+Kettlebell Deadlift|דדליפט קטלבל|становая тяга с гирей
+Dumbbell Snatch|סנאץ' משקולת,סנאץ' דמבל|рывок гантели
+Dumbbell Clean|קלין משקולות,קלין דמבלים|взятие гантелей на грудь
+Dumbbell Thruster|תראסטר משקולות,תראסטר דמבלים|трастеры с гантелями
+Dumbbell Push Press|פוש פרס משקולות|жимовой швунг с гантелями
+Dumbbell Bench Press|לחיצת חזה במשקולות|жим гантелей лежа
+Dumbbell Row|חתירה במשקולת|тяга гантели в наклоне
+Devil Press|דביל פרס|девил пресс
+Man Maker|מן מייקר|мэн мейкер
+Dumbbell Walking Lunge|מכרעים בהליכה עם משקולות|выпады с гантелями в ходьбе
+Dumbbell Box Step-up|עליות על ארגז עם משקולות|зашагивания на ящик с гантелями
+Dumbbell Hang Clean and Jerk|האנג קלין אנד ג'רק משקולת|взятие и толчок гантели с виса
+Dumbbell Overhead Squat|אוברהד סקוואט משקולת|приседания с гантелью над головой
+Bulgarian Split Squat|סקוואט בולגרי|болгарские выпады,болгарские приседания
+Single-leg Romanian Deadlift|דדליפט רומני על רגל אחת|румынская тяга на одной ноге
+Dumbbell Curl|כפיפת מרפקים,יד קדמית|сгибания рук с гантелями,подъем гантелей на бицепс
+Triceps Extension|פשיטת מרפקים,יד אחורית|французский жим,разгибания на трицепс
+Lateral Raise|הרחקת כתפיים,הרחקה לצדדים|махи гантелями в стороны
+Wall Ball|וול בול,זריקת כדור לקיר|уолл болл,броски мяча в мишень
+Medicine Ball Clean|קלין כדור כוח|взятие медбола на грудь
+Pull-up|מתח,עליות מתח|подтягивания
+Strict Pull-up|מתח סטריקט,מתח נקי|строгие подтягивания
+Chest-to-bar Pull-up|מתח חזה למוט|подтягивания до груди
+Butterfly Pull-up|מתח באטרפליי|подтягивания баттерфляем
+Chin-up|מתח באחיזה הפוכה|подтягивания обратным хватом
+Bar Muscle-up|מאסל אפ על מוט,בר מאסל אפ|выход силой на перекладине
+Muscle-up|מאסל אפ,מאסל אפ בטבעות|выход силой,выход силой на кольцах
+Toes-to-bar|טואו טו בר,רגליים למוט|носки к перекладине
+Knees-to-elbows|ברכיים למרפקים|колени к локтям
+Hanging Knee Raise|הרמת ברכיים בתלייה|подъем коленей в висе
+Handstand Push-up|שכיבות סמיכה בעמידת ידיים,הנדסטנד פוש אפ|отжимания в стойке на руках
+Strict Handstand Push-up|שכיבות סמיכה בעמידת ידיים סטריקט|строгие отжимания в стойке на руках
+Handstand Walk|הליכת ידיים|ходьба на руках
+Handstand Hold|עמידת ידיים|стойка на руках
+Wall Walk|וול ווק,הליכה על הקיר|подъем по стене
+Push-up|שכיבות סמיכה|отжимания
+Hand-release Push-up|שכיבות סמיכה עם הרמת ידיים|отжимания с отрывом рук
+Ring Dip|מקבילים בטבעות|отжимания на кольцах
+Bar Dip|מקבילים|отжимания на брусьях,брусья
+Burpee|ברפי,בורפי|берпи
+Burpee Box Jump-over|ברפי קפיצה מעל ארגז|берпи с перепрыгиванием через ящик
+Bar-facing Burpee|ברפי מעל מוט|берпи через штангу
+Burpee Pull-up|ברפי מתח|берпи с подтягиванием
+Box Jump|קפיצה לארגז,בוקס ג'אמפ|запрыгивания на ящик
+Box Jump-over|קפיצה מעל ארגז|перепрыгивания через ящик
+Box Step-up|עלייה על ארגז|зашагивания на ящик
+Air Squat|סקוואט חופשי,סקוואט משקל גוף|приседания без веса,воздушные приседания
+Pistol|פיסטול,סקוואט על רגל אחת|пистолетик,приседания на одной ноге
+Lunge|מכרעים,לאנג'|выпады
+Walking Lunge|מכרעים בהליכה|выпады в ходьбе
+Jumping Lunge|מכרעים בקפיצה|выпады в прыжке
+Sit-up|כפיפות בטן|подъем корпуса,скручивания
+GHD Sit-up|כפיפות בטן על GHD|подъем корпуса на GHD
+GHD Hip Extension|פשיטת גב,היפר אקסטנשן|гиперэкстензия
+V-up|וי אפ|складка
+Hollow Hold|הולו הולד,החזקת סירה|лодочка
+Hollow Rock|הולו רוק,נדנוד סירה|качалка в лодочке
+Superman Hold|סופרמן|супермен
+L-sit|אל סיט,ישיבת L|уголок
+Plank|פלאנק|планка
+Side Plank|פלאנק צד,פלאנק צידי|боковая планка
+Rope Climb|טיפוס חבל|лазание по канату
+Legless Rope Climb|טיפוס חבל בלי רגליים|лазание по канату без ног
+Ring Row|חתירה בטבעות|тяга на кольцах
+Inverted Row|מתח אוסטרלי|австралийские подтягивания
+Tuck Jump|קפיצת ברכיים לחזה|прыжки с подтягиванием коленей
+Broad Jump|קפיצה לרוחק|прыжок в длину с места
+Mountain Climber|מטפס הרים|скалолаз
+Jumping Jack|ג'אמפינג ג'ק,קפיצות פיסוק|джампинг джек
+Bear Crawl|זחילת דוב,הליכת דוב|медвежья походка
+Inchworm|תולעת|гусеница
+Glute Bridge|גשר ישבן,גשר עכוז|ягодичный мостик
+Skin the Cat|סקין דה קאט|выкрут на кольцах
+Kipping Swing|קיפינג,נדנוד קיפינג|киппинг
+Run|ריצה|бег
+Sprint|ספרינט|спринт
+Shuttle Run|ריצה הלוך חזור,ריצת מעבורת|челночный бег
+Row|חתירה,מכונת חתירה|гребля,гребной тренажер
+Bike|אופני אוויר,אסולט בייק|эйрбайк,велосипед
+Ski Erg|סקי ארג|лыжный тренажер
+Bike Erg|בייק ארג|велоэргометр
+Double-under|דאבל אנדר,דאבלים,קפיצות כפולות|двойные прыжки,двойные прыжки на скакалке
+Single-under|קפיצה בחבל,סינגלים|прыжки на скакалке,одинарные прыжки
+Swim|שחייה|плавание
+Ruck|מסע עם משקל|марш с рюкзаком
+Stair Climb|עליית מדרגות,מדרגות|подъем по лестнице
+Farmer's Carry|הליכת חקלאי,פארמר ווק|прогулка фермера
+Sled Push|דחיפת מזחלת|толкание саней
+Sled Pull|משיכת מזחלת|тяга саней
+Sandbag Carry|נשיאת שק חול|перенос мешка с песком
+Sandbag Clean|קלין שק חול|взятие мешка с песком на плечо
+Yoke Carry|נשיאת יוק|переноска ярма
+Atlas Stone|אבן אטלס|камни атласа
+Tire Flip|היפוך צמיג|переворот покрышки,кантовка покрышки
+Overhead Carry|נשיאה מעל הראש,הליכת מלצר|переноска над головой,прогулка официанта
+Suitcase Carry|נשיאת מזוודה|прогулка с чемоданом
+Front Rack Carry|נשיאה בפרונט ראק|переноска в фронтальной позиции
+Battle Rope|חבלי קרב|боевые канаты,канаты
+D-ball Over Shoulder|כדור מעל הכתף|мяч через плечо
+PVC Pass-through|העברת מקל|выкруты с палкой
+Couch Stretch|מתיחת ספה|растяжка квадрицепса у стены
+Pigeon Pose|תנוחת היונה|поза голубя
+World's Greatest Stretch|המתיחה הטובה בעולם|лучшая растяжка в мире
+Thoracic Rotation|סיבובי גב עליון,רוטציה תורקלית|ротация грудного отдела
+Cat-Cow|חתול פרה|кошка-корова
+Hip 90/90|ירכיים 90/90|тазобедренные 90/90
+Foam Rolling|גליל עיסוי,פום רולר|МФР,раскатка роллом
+Banded Shoulder Distraction|מתיחת כתף עם גומייה|мобилизация плеча с резинкой
+Deep Squat Hold|החזקת סקוואט עמוק|удержание глубокого приседа
+Child's Pose|תנוחת הילד|поза ребенка
+Downward Dog|כלב מביט מטה|собака мордой вниз
+Box Breathing|נשימת קופסה|квадратное дыхание
+Band Pull-apart|פתיחת גומייה לצדדים|разведение резинки
+Cossack Squat|סקוואט קוזאקי|казачьи приседания
+Jefferson Curl|ג'פרסון קרל|скручивание Джефферсона
+Scapular Pull-up|מתח שכמות|лопаточные подтягивания
+Medicine Ball Slam|סלאם בול,הטחת כדור|броски мяча об пол,слэмбол
+Wall Sit|כיסא קיר,ישיבה על הקיר|стульчик у стены
+Dead Bug|דד באג,חיפושית מתה|мертвый жук
+Bird Dog|בירד דוג,ציפור כלב|птица-собака
+Shadow Boxing|אגרוף צללים|бой с тенью
+"""
+
 _MODALITY = {"W": W, "G": G, "MO": MO, "S": S, "MB": MB, "O": O}
 
 
@@ -237,7 +410,23 @@ def _parse_exercises(text: str) -> list[Exercise]:
     return out
 
 
-EXERCISES = _parse_exercises(_EXERCISES)
+def _local_names(text: str) -> dict[str, tuple[tuple[str, ...], tuple[str, ...]]]:
+    def split(s: str) -> tuple[str, ...]:
+        return tuple(p.strip() for p in s.split(",") if p.strip())
+
+    out = {}
+    for line in text.strip().splitlines():
+        name, hebrew, russian = line.split("|")
+        out[name] = (split(hebrew), split(russian))
+    return out
+
+
+# Exercise name → (Hebrew aliases, Russian aliases), every library exercise having at least one of each.
+EXERCISE_NAMES_HE_RU = _local_names(_EXERCISE_NAMES_HE_RU)
+EXERCISES = [
+    replace(e, aliases=e.aliases + EXERCISE_NAMES_HE_RU[e.name][0] + EXERCISE_NAMES_HE_RU[e.name][1])
+    for e in _parse_exercises(_EXERCISES)
+]
 STUDIO_EXERCISES = _parse_exercises(_STUDIO_EXERCISES)
 
 # ---------------------------------------------------------------------------------------------------
