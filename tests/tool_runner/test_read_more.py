@@ -510,6 +510,7 @@ async def test_search_anything_finds_murph_across_kinds(pool, runner, conv, stud
     assert programs == {
         "hits": [{"kind": "program", "id": coaching.program, "label": "Coaching", "detail": "coaching", "score": 1.0}],
         "totals": {"program": 1, "workout": 0, "exercise": 0, "member": 0},
+        "matchedBy": "name_only",  # this runner has no rag to ask
     }
     by_email = succeeded(await run(runner, conv, "search_anything", {"query": studio.admin.email, "kinds": ["member"]}))
     assert [h["id"] for h in by_email["hits"]] == [studio.admin.membership_id]

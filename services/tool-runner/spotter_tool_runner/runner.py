@@ -13,6 +13,11 @@ rejection or pick, and `close` rejects every call still waiting. `undo` runs a s
 inverse through this same at-most-once path, under a key derived from the original's.
 
 The runner is the only writer of ai_tool_executions and audit_logs: other services ask `calls` for them.
+
+Rag indexes programs and workouts. Once a call's transaction has committed (never before, and never for a
+call that failed or was rolled back), the runner announces the ones it created, changed or deleted — an undo
+too — on rag's durable stream; a lost announcement only delays the index until rag's sweep. Read tools reach
+rag's hybrid search through `ToolContext.search`.
 """
 
 from __future__ import annotations
@@ -22,7 +27,8 @@ import time
 import uuid
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
-from typing import Any
+from functools import partial
+from typing import Any, Protocol, cast
 
 import asyncpg
 from opentelemetry import trace
@@ -31,6 +37,7 @@ from pydantic_core import to_jsonable_python
 
 from spotter_shared.contracts.events import ToolError
 from spotter_shared.contracts.commands import Actor
+from spotter_shared.contracts.rag import EntitiesChanged, Scope, SearchQuery, SearchResult
 from spotter_shared.contracts.tools import (
     CallsQuery,
     CallState,
@@ -49,7 +56,7 @@ from spotter_shared.contracts.tools import (
 from spotter_shared.errors import ErrorCode, SpotterError
 from spotter_shared.telemetry import event
 
-from .context import ToolContext
+from .context import Search, ToolContext
 from .declaration import ToolDecl, ToolFailure, ToolInput
 from .registry import Registry
 
@@ -159,6 +166,22 @@ UNDO_PREFIX = "undo_"
 NOT_RETRIED = "Do not retry it unless the user asks again."
 
 
+# Scopes of rag's index that tools write, which are also the audit resources of their writes.
+INDEXED: frozenset[Scope] = frozenset({"program", "workout"})
+MAX_IDS = 1000  # per announcement (EntitiesChanged.ids)
+
+# Each entity changed by a call: {scope: ids}.
+Changes = dict[Scope, set[str]]
+
+
+class RagPeer(Protocol):
+    """What the runner asks of rag (peers.Rag over NATS)."""
+
+    async def search(self, query: SearchQuery, *, trace_id: str) -> SearchResult: ...
+
+    async def announce(self, changed: EntitiesChanged, *, msg_id: str, trace_id: str) -> None: ...
+
+
 def utcnow() -> datetime:
     return datetime.now(UTC)
 
@@ -170,12 +193,21 @@ def undo_key(tool_use_id: str) -> str:
 
 
 class ToolRunner:
-    """The tool-runner's core. `pool` must come from `spotter_shared.db.create_pool` (jsonb codecs)."""
+    """The tool-runner's core. `pool` must come from `spotter_shared.db.create_pool` (jsonb codecs). Without
+    `rag`, read tools search by name alone and nothing is announced."""
 
-    def __init__(self, pool: asyncpg.Pool, registry: Registry, *, clock: Callable[[], datetime] = utcnow) -> None:
+    def __init__(
+        self,
+        pool: asyncpg.Pool,
+        registry: Registry,
+        *,
+        clock: Callable[[], datetime] = utcnow,
+        rag: RagPeer | None = None,
+    ) -> None:
         self._pool = pool
         self._registry = registry
         self._clock = clock
+        self._rag = rag
 
     def catalog(self, request: CatalogRequest) -> ToolCatalog:
         return ToolCatalog(tools=self._registry.for_role(request.role))
@@ -314,9 +346,12 @@ class ToolRunner:
         with tracer.start_as_current_span(
             "tool-runner.execute", attributes={"router": cmd.router, "action": cmd.action, "hold": cmd.hold}
         ):
+            changes: Changes = {}
             async with self._pool.acquire() as conn:
                 await self._claim(conn, cmd)
-                outcome = await self._settle(conn, cmd, link)
+                outcome = await self._settle(conn, cmd, link, changes)
+            # _settle has committed: what it changed is there for rag to read.
+            await self._announce(cmd, changes)
             event(
                 log,
                 "agent.tool.executed",
@@ -329,7 +364,10 @@ class ToolRunner:
             )
         return outcome
 
-    async def _settle(self, conn: asyncpg.Connection, cmd: ExecuteTool, link: dict[str, Any] | None) -> ToolOutcome:
+    async def _settle(
+        self, conn: asyncpg.Connection, cmd: ExecuteTool, link: dict[str, Any] | None, changes: Changes
+    ) -> ToolOutcome:
+        """Run (or hold, or replay) the call in one transaction; `changes` gets what a successful run wrote."""
         async with conn.transaction():
             # The row lock serialises duplicates: a twin waits here until this transaction commits.
             row = await conn.fetchrow(_LOCK, cmd.conversation_id, cmd.tool_use_id, cmd.actor.organization_id)
@@ -346,7 +384,7 @@ class ToolRunner:
                 failure = ToolFailure("approval_mismatch", "This call differs from the one that was approved; it was not run.",
                                       hint="Ask the user to approve the call again.")
                 return await self._fail(conn, cmd, row["id"], failure, duration_ms=0)
-            return await self._run(conn, cmd, row["id"], link)
+            return await self._run(conn, cmd, row["id"], link, changes)
 
     async def _claim(self, conn: asyncpg.Connection, cmd: ExecuteTool) -> None:
         # Committed on its own, before anything runs: the record exists even if this process dies.
@@ -379,7 +417,12 @@ class ToolRunner:
         )
 
     async def _run(
-        self, conn: asyncpg.Connection, cmd: ExecuteTool, execution_id: uuid.UUID, link: dict[str, Any] | None
+        self,
+        conn: asyncpg.Connection,
+        cmd: ExecuteTool,
+        execution_id: uuid.UUID,
+        link: dict[str, Any] | None,
+        changes: Changes,
     ) -> ToolOutcome:
         try:
             decl, args = await self._admit(conn, cmd)
@@ -398,6 +441,7 @@ class ToolRunner:
             tool_use_id=cmd.tool_use_id,
             trace_id=cmd.trace_id,
             now=self._clock(),
+            search=self._search(cmd.trace_id),
         )
         started = time.perf_counter()
         try:
@@ -421,6 +465,8 @@ class ToolRunner:
 
         duration_ms = _ms_since(started)
         await conn.execute(_SUCCEEDED, execution_id, output, duration_ms, _resource_id(output), audit_log_id)
+        # Only now, with the handler's savepoint released: a failed handler's notes are rolled back with it.
+        _collect(changes, ctx.touched, decl, output)
         return ToolOutcome(
             tool_use_id=cmd.tool_use_id,
             status="succeeded",
@@ -428,6 +474,29 @@ class ToolRunner:
             duration_ms=duration_ms,
             inverse_available=_may_undo(self._registry, decl, cmd.actor.role),
         )
+
+    def _search(self, trace_id: str) -> Search | None:
+        return None if self._rag is None else partial(self._rag.search, trace_id=trace_id)
+
+    async def _announce(self, cmd: ExecuteTool, changes: Changes) -> None:
+        """Tell rag's indexer what the committed call changed, one message per scope (and per MAX_IDS ids),
+        deduplicated by the call's key. A failure is logged, never the call's: rag's sweep catches up."""
+        if self._rag is None:
+            return
+        for scope, ids in sorted(changes.items()):
+            ordered = sorted(ids)
+            for start in range(0, len(ordered), MAX_IDS):
+                changed = EntitiesChanged(
+                    organization_id=cmd.actor.organization_id, scope=scope, ids=ordered[start : start + MAX_IDS]
+                )
+                msg_id = f"{cmd.conversation_id}:{cmd.tool_use_id}:{scope}:{start // MAX_IDS}"
+                try:
+                    await self._rag.announce(changed, msg_id=msg_id, trace_id=cmd.trace_id)
+                except Exception as exc:  # noqa: BLE001 — the call has committed; only the index waits
+                    log.warning(
+                        "could not announce %d changed %s(s) of %s (trace %s): %s",
+                        len(changed.ids), scope, ToolName(cmd.router, cmd.action), cmd.trace_id, repr(exc),
+                    )
 
     async def _admit(self, conn: asyncpg.Connection, cmd: ExecuteTool) -> tuple[ToolDecl, ToolInput]:
         """Resolve, authorise and validate, in that order; any refusal is a ToolFailure."""
@@ -507,6 +576,16 @@ class ToolRunner:
             inverse_available=False,
             replayed=True,
         )
+
+
+def _collect(changes: Changes, touched: Changes, decl: ToolDecl, output: Any) -> None:
+    """What a successful call changed: the entities its handler noted (common.py's writes note theirs), and,
+    should a tool write one by hand without noting it, the one its audit row names."""
+    for scope, ids in touched.items():
+        changes.setdefault(scope, set()).update(ids)
+    resource_id = _resource_id(output)
+    if decl.audit is not None and decl.audit.resource in INDEXED and resource_id is not None:
+        changes.setdefault(cast(Scope, decl.audit.resource), set()).add(resource_id)
 
 
 def _may_undo(registry: Registry, decl: ToolDecl, role: str) -> bool:

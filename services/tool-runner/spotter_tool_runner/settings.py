@@ -8,3 +8,7 @@ from spotter_shared.settings import CommonSettings
 class ToolRunnerSettings(CommonSettings):
     # Executions run concurrently so one slow tool does not hold up the others.
     tool_runner_max_workers: int = 16
+    # A read tool waits this long for rag's hybrid search before it answers by name alone.
+    tool_runner_search_timeout_s: float = 1.5
+    # How long a call's reply waits for JetStream to store its change announcement (rag's sweep catches up a lost one).
+    tool_runner_announce_timeout_s: float = 2.0

@@ -11,6 +11,8 @@ from typing import Annotated, Any, ClassVar
 import asyncpg
 from pydantic import Field, StringConstraints, model_validator
 
+from spotter_shared.contracts.rag import Scope
+
 from ..context import ToolContext
 from ..declaration import ToolFailure, ToolInput
 
@@ -50,18 +52,22 @@ class PatchInput(ToolInput):
 class Table:
     """An organization's table of soft-deletable rows that tools change by id: its `name`, the `entity`
     a message calls a row, the `label` column that names one, and where the model finds an id. Name
-    and label are constants, never caller text, so they are safe to put in SQL."""
+    and label are constants, never caller text, so they are safe to put in SQL. `scope`: rag indexes its
+    rows under this scope, so the helpers below note every row they write for the runner to announce."""
 
     name: str
     entity: str
     label: str
     hint: str
+    scope: Scope | None = None
 
     def not_found(self, row_id: uuid.UUID) -> ToolFailure:
         return not_found(self.entity, row_id, self.hint, maybe_deleted=True)
 
 
-PROGRAMS = Table("programs", "program", "name", hint="Use read__programs_list to find the programId.")
+PROGRAMS = Table(
+    "programs", "program", "name", hint="Use read__programs_list to find the programId.", scope="program"
+)
 MEMBERS_HINT = "Use read__members_search to find the membershipId."
 
 
@@ -91,9 +97,11 @@ async def insert(
     of the same name. Column names come from code, never from the caller's text."""
     row = {"organization_id": ctx.organization_id, **args.model_dump(by_alias=False, exclude=exclude), **values}
     params = ", ".join(f"${i}" for i in range(1, len(row) + 1))
-    return await ctx.conn.fetchrow(
+    inserted = await ctx.conn.fetchrow(
         f"INSERT INTO {table.name} ({', '.join(row)}) VALUES ({params}) RETURNING *", *row.values()
     )
+    _touch(ctx, table, inserted)
+    return inserted
 
 
 async def patch(ctx: ToolContext, table: Table, args: PatchInput) -> asyncpg.Record:
@@ -109,6 +117,7 @@ async def patch(ctx: ToolContext, table: Table, args: PatchInput) -> asyncpg.Rec
     )
     if row is None:
         raise table.not_found(args.id)
+    _touch(ctx, table, row)
     return row
 
 
@@ -123,7 +132,13 @@ async def soft_delete(ctx: ToolContext, table: Table, row_id: uuid.UUID) -> asyn
     )
     if row is None:
         raise table.not_found(row_id)
+    _touch(ctx, table, row)
     return row
+
+
+def _touch(ctx: ToolContext, table: Table, row: asyncpg.Record) -> None:
+    if table.scope is not None:
+        ctx.touch(table.scope, row["id"])
 
 
 async def require_program(ctx: ToolContext, program_id: uuid.UUID) -> asyncpg.Record:

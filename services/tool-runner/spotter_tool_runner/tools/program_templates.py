@@ -342,6 +342,7 @@ async def _create_workout(ctx: ToolContext, program_id: uuid.UUID, start: date, 
         start + timedelta(days=w["day_offset"]),
         ctx.actor.user_id,
     )
+    ctx.touch("workout", workout_id)
     await _write_sections(ctx.conn, workout_id, sections)
     return workout_id
 

@@ -1,21 +1,30 @@
 """The `read` router (seed 000): read-only lookups, staff only, never confirmed.
 
 Every query is scoped to the actor's organization; an id from another organization is "not found".
+exercises_search and search_anything ask rag's hybrid search (lexical + semantic, any language) which
+entities match, then read, filter and order those rows here; without an answer from rag they search by
+name in SQL, as they did before rag could.
 """
 
 from __future__ import annotations
 
+import logging
 import re
 import uuid
+from collections.abc import Sequence
 from datetime import date, datetime, time, tzinfo
 from typing import Annotated, Literal
 
 import asyncpg
 from pydantic import Field, StringConstraints, model_validator
 
+from spotter_shared.contracts.rag import AmbientHit, Scope, SearchQuery
+
 from ..context import ToolContext
 from ..declaration import Role, ToolFailure, ToolInput, ToolOutput, ToolRouter
 from .common import MEMBERS_HINT, not_found, require_membership, require_program
+
+log = logging.getLogger(__name__)
 
 router = ToolRouter("read")
 
@@ -276,6 +285,13 @@ _EXERCISE_SCORE = """greatest(
     similarity($2, e.name), word_similarity($2, e.name),
     coalesce((SELECT max(greatest(similarity($2, a), word_similarity($2, a))) FROM unnest(e.aliases) AS a), 0))"""
 
+# The exercise `g` stands for in the studio $1: the studio's own entry of the same name when `g` is a global one
+# it shadows (one at most: live names are unique per studio), else `g` itself (a LATERAL subquery giving `id`).
+_STANDS_FOR = """(SELECT coalesce((
+    SELECT o.id FROM exercises o
+     WHERE g.organization_id IS NULL AND o.organization_id = $1 AND o.deleted_at IS NULL
+       AND lower(o.name) = lower(g.name)), g.id) AS id)"""
+
 # A global entry the studio has its own entry of the same name for ($1: the studio): the studio's shadows it.
 _SHADOWED_GLOBAL = """(e.organization_id IS NULL AND EXISTS (
     SELECT 1 FROM exercises o
@@ -292,8 +308,8 @@ SearchText = Annotated[str, StringConstraints(strip_whitespace=True, min_length=
 
 class ExercisesSearchInput(ToolInput):
     query: SearchText = Field(
-        description="A movement name or part of one, e.g. 'squat', 'KB swing', 'pull-up'. '*' lists every exercise "
-        "matching the filters."
+        description="A movement, or what it is like, in any language, e.g. 'squat', 'KB swing', 'a squat variation', "
+        "'приседания', 'סקוואט'. '*' lists every exercise matching the filters."
     )
     modality: Modality | None = Field(default=None, description="Only exercises of this modality.")
     equipment: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=64)] | None = Field(
@@ -309,45 +325,102 @@ class ExerciseItem(ToolOutput):
     modality: str
     equipment: list[str]
     scope: Literal["global", "studio"] = Field(description="global library entry or the studio's own.")
-    score: float = Field(description="Match quality, 0 to 1 (1 for '*').")
+    score: float = Field(
+        description="Relevance, 0 to 1: matched by name and meaning, relative to the best hit of the search (1); "
+        "matched by name only, the similarity of its name or alias to the query; 1 when listing ('*')."
+    )
+
+
+# How many hybrid hits exercises_search asks rag for: enough to fill a page after shadowed and filtered ones go.
+EXERCISE_POOL = 50
+FILTERED_POOL = 100
+
+MatchedBy = Literal["name_and_meaning", "name_only"]
+MATCHED_BY = (
+    "name_and_meaning: in any language, by meaning as well as by name; name_only: by name and alias alone (the "
+    "search by meaning was unavailable or found nothing), so an English name may find what other words did not"
+)
 
 
 class ExercisesSearchResult(ToolOutput):
     exercises: list[ExerciseItem]
-    total: int = Field(description="Number of matches, which may exceed the exercises returned.")
+    total: int = Field(
+        description="Number of matches, which may exceed the exercises returned (matched by name and meaning: "
+        f"counted among the {EXERCISE_POOL} best, {FILTERED_POOL} with a filter)."
+    )
+    matched_by: MatchedBy | Literal["listing"] = Field(description=MATCHED_BY + "; listing: '*'.")
+
+
+# The modality ($3) and equipment ($4) filters of exercises_search, on the exercise `e`.
+_EXERCISE_FILTERS = """($3::text IS NULL OR e.modality::text = $3)
+   AND ($4::text IS NULL OR EXISTS (SELECT 1 FROM unnest(e.equipment) AS x WHERE lower(x) = lower($4)))"""
+
+_EXERCISE_COLUMNS = """e.id, e.name, e.aliases, e.modality::text AS modality, e.equipment,
+       CASE WHEN e.organization_id IS NULL THEN 'global' ELSE 'studio' END AS scope"""
+
+# By name: ranked by _EXERCISE_SCORE ($5: list them all, each scoring 1).
+_EXERCISES_BY_NAME = f"""
+SELECT {_EXERCISE_COLUMNS},
+       CASE WHEN $5 THEN 1 ELSE round({_EXERCISE_SCORE}::numeric, 2) END AS score,
+       count(*) OVER () AS total
+  FROM exercises e
+ WHERE {_VISIBLE_EXERCISE} AND NOT {_SHADOWED_GLOBAL} AND ($5 OR {_EXERCISE_MATCH}) AND {_EXERCISE_FILTERS}
+ ORDER BY score DESC, e.organization_id IS NULL, e.name, e.id
+ LIMIT $6"""
+
+# The hybrid hits $2 (exercise ids, best first) the studio $1 sees, each as the exercise it stands for there,
+# filtered; `rank` is the hit's position in $2.
+_EXERCISE_HITS = f"""
+SELECT h.rank, {_EXERCISE_COLUMNS}
+  FROM unnest($2::uuid[]) WITH ORDINALITY AS h(id, rank)
+  JOIN exercises g ON g.id = h.id
+ CROSS JOIN LATERAL {_STANDS_FOR} AS s
+  JOIN exercises e ON e.id = s.id
+ WHERE (g.organization_id IS NULL OR g.organization_id = $1) AND g.deleted_at IS NULL AND {_EXERCISE_FILTERS}
+ ORDER BY h.rank"""
 
 
 @router.read(
     "exercises_search",
-    "Search the exercise library (the global library and the studio's own exercises) by name or alias, "
-    "tolerant of typos and word order, best match first (the studio's own before global ones of the same score; "
-    "a studio exercise hides the global one of the same name); optionally only one modality or equipment. "
+    "Search the exercise library (the global library and the studio's own exercises) in English, Hebrew or "
+    "Russian, by meaning as well as by name or alias ('a squat variation', 'приседания' and 'סקוואט' find the "
+    "squats), tolerant of typos and word order, best match first (the studio's own before global ones of the same "
+    "score; a studio exercise hides the global one of the same name); optionally only one modality or equipment. "
     "Returns exercise ids. To turn a workout's movement names into ids use read__exercises_resolve_batch instead.",
 )
 async def exercises_search(ctx: ToolContext, args: ExercisesSearchInput) -> ExercisesSearchResult:
     listing = args.query == "*"
+    found = [] if listing else await _exercises_by_meaning(ctx, args)
+    if found:
+        return ExercisesSearchResult(exercises=found[: args.limit], total=len(found), matched_by="name_and_meaning")
     rows = await ctx.conn.fetch(
-        f"""SELECT e.id, e.name, e.aliases, e.modality::text AS modality, e.equipment,
-                   CASE WHEN e.organization_id IS NULL THEN 'global' ELSE 'studio' END AS scope,
-                   CASE WHEN $5 THEN 1 ELSE round({_EXERCISE_SCORE}::numeric, 2) END AS score,
-                   count(*) OVER () AS total
-              FROM exercises e
-             WHERE {_VISIBLE_EXERCISE} AND NOT {_SHADOWED_GLOBAL} AND ($5 OR {_EXERCISE_MATCH})
-               AND ($3::text IS NULL OR e.modality::text = $3)
-               AND ($4::text IS NULL OR EXISTS (SELECT 1 FROM unnest(e.equipment) AS x WHERE lower(x) = lower($4)))
-             ORDER BY score DESC, e.organization_id IS NULL, e.name, e.id
-             LIMIT $6""",
-        ctx.organization_id,
-        args.query,
-        args.modality,
-        args.equipment,
-        listing,
-        args.limit,
+        _EXERCISES_BY_NAME, ctx.organization_id, args.query, args.modality, args.equipment, listing, args.limit
     )
     return ExercisesSearchResult(
         exercises=[ExerciseItem.from_row(r, score=float(r["score"])) for r in rows],
         total=rows[0]["total"] if rows else 0,
+        matched_by="listing" if listing else "name_only",
     )
+
+
+async def _exercises_by_meaning(ctx: ToolContext, args: ExercisesSearchInput) -> list[ExerciseItem]:
+    """Rag's hybrid hits as the studio sees them, best first: each exercise once (a shadowed global hit is the
+    studio's own entry, at the better of their places), filtered; equal scores put the studio's own first."""
+    filtered = args.modality is not None or args.equipment is not None
+    hits = await _hybrid_search(ctx, args.query, ["exercise"], FILTERED_POOL if filtered else EXERCISE_POOL)
+    if not hits:
+        return []
+    ids, scores = _hit_ids(hits, "exercise")
+    rows = await ctx.conn.fetch(_EXERCISE_HITS, ctx.organization_id, ids, args.modality, args.equipment)
+    seen: set[uuid.UUID] = set()
+    items = []
+    for row in rows:
+        if row["id"] not in seen:
+            seen.add(row["id"])
+            items.append(ExerciseItem.from_row(row, score=scores[row["rank"] - 1]))
+    # Stable: otherwise rag's order.
+    items.sort(key=lambda e: (-e.score, e.scope == "global"))
+    return items
 
 
 # exercises_resolve_batch ---------------------------------------------------------------------------
@@ -526,32 +599,37 @@ def _resolved(name: str, row: asyncpg.Record, match: Literal["exact", "fuzzy"]) 
 HitKind = Literal["program", "workout", "exercise", "member"]
 HIT_KINDS: tuple[HitKind, ...] = ("program", "workout", "exercise", "member")
 
-# One statement, one ranked and bounded branch per kind; $3 is the query as an escaped ILIKE pattern,
+# What tells hits of each kind apart (`detail`), by name and by meaning alike.
+_PROGRAM_DETAIL = "concat_ws(', ', p.kind::text, CASE WHEN NOT p.is_active THEN 'inactive' END)"
+_WORKOUT_DETAIL = "concat_ws(', ', w.scheduled_for::text, pr.name)"
+_EXERCISE_DETAIL = (
+    "concat_ws(', ', e.modality::text, CASE WHEN e.organization_id IS NULL THEN 'global' ELSE 'studio' END)"
+)
+_MEMBER_DETAIL = "concat_ws(', ', m.role::text, m.status::text, u.email)"
+
+# By name: one statement, one ranked and bounded branch per kind; $3 is the query as an escaped ILIKE pattern,
 # so that a plain substring counts even where its trigrams are too few ("wod" in "Monday WOD").
 _SEARCH_ANYTHING = f"""
-(SELECT 'program' AS kind, p.id, p.name AS label,
-        concat_ws(', ', p.kind::text, CASE WHEN NOT p.is_active THEN 'inactive' END) AS detail,
+(SELECT 'program' AS kind, p.id, p.name AS label, {_PROGRAM_DETAIL} AS detail,
         greatest(similarity($2, p.name), word_similarity($2, p.name))::real AS score, count(*) OVER () AS total
    FROM programs p
   WHERE 'program' = ANY ($5) AND p.organization_id = $1 AND p.deleted_at IS NULL
     AND (p.name ILIKE $3 OR p.name % $2 OR $2 <% p.name)
   ORDER BY score DESC, p.name, p.id LIMIT $4)
 UNION ALL
-(SELECT 'workout', w.id, w.title, concat_ws(', ', w.scheduled_for::text, pr.name),
+(SELECT 'workout', w.id, w.title, {_WORKOUT_DETAIL},
         greatest(similarity($2, w.title), word_similarity($2, w.title))::real AS score, count(*) OVER ()
    FROM workouts w LEFT JOIN programs pr ON pr.id = w.program_id AND pr.deleted_at IS NULL
   WHERE 'workout' = ANY ($5) AND w.organization_id = $1 AND w.deleted_at IS NULL
     AND (w.title ILIKE $3 OR w.title % $2 OR $2 <% w.title)
   ORDER BY score DESC, w.scheduled_for DESC NULLS LAST, w.id LIMIT $4)
 UNION ALL
-(SELECT 'exercise', e.id, e.name,
-        concat_ws(', ', e.modality::text, CASE WHEN e.organization_id IS NULL THEN 'global' ELSE 'studio' END),
-        {_EXERCISE_SCORE}::real AS score, count(*) OVER ()
+(SELECT 'exercise', e.id, e.name, {_EXERCISE_DETAIL}, {_EXERCISE_SCORE}::real AS score, count(*) OVER ()
    FROM exercises e
   WHERE 'exercise' = ANY ($5) AND {_VISIBLE_EXERCISE} AND (e.name ILIKE $3 OR {_EXERCISE_MATCH})
   ORDER BY score DESC, e.name, e.id LIMIT $4)
 UNION ALL
-(SELECT 'member', m.id, u.full_name, concat_ws(', ', m.role::text, m.status::text, u.email),
+(SELECT 'member', m.id, u.full_name, {_MEMBER_DETAIL},
         greatest(similarity($2, u.full_name), word_similarity($2, u.full_name),
                  CASE WHEN u.email ILIKE $3 THEN 0.9 ELSE 0 END)::real AS score, count(*) OVER ()
    FROM memberships m JOIN users u ON u.id = m.user_id
@@ -560,9 +638,37 @@ UNION ALL
   ORDER BY score DESC, u.full_name, m.id LIMIT $4)
 """
 
+# By meaning: the live rows of the organization $1 among the hybrid hits ($2 kinds, $3 ids, best first), each
+# with its position in them (`rank`); an exercise hit is the exercise it stands for in the studio.
+_ANYTHING_HITS = f"""
+WITH h AS (SELECT * FROM unnest($2::text[], $3::uuid[]) WITH ORDINALITY AS h(kind, id, rank))
+SELECT h.rank, 'program' AS kind, p.id, p.name AS label, {_PROGRAM_DETAIL} AS detail
+  FROM h JOIN programs p ON p.id = h.id
+ WHERE h.kind = 'program' AND p.organization_id = $1 AND p.deleted_at IS NULL
+UNION ALL
+SELECT h.rank, 'workout', w.id, w.title, {_WORKOUT_DETAIL}
+  FROM h JOIN workouts w ON w.id = h.id LEFT JOIN programs pr ON pr.id = w.program_id AND pr.deleted_at IS NULL
+ WHERE h.kind = 'workout' AND w.organization_id = $1 AND w.deleted_at IS NULL
+UNION ALL
+SELECT h.rank, 'exercise', e.id, e.name, {_EXERCISE_DETAIL}
+  FROM h JOIN exercises g ON g.id = h.id CROSS JOIN LATERAL {_STANDS_FOR} AS s JOIN exercises e ON e.id = s.id
+ WHERE h.kind = 'exercise' AND (g.organization_id IS NULL OR g.organization_id = $1) AND g.deleted_at IS NULL
+UNION ALL
+SELECT h.rank, 'member', m.id, u.full_name, {_MEMBER_DETAIL}
+  FROM h JOIN memberships m ON m.id = h.id JOIN users u ON u.id = m.user_id
+ WHERE h.kind = 'member' AND m.organization_id = $1
+ ORDER BY rank
+"""
+
+# Hits per kind search_anything asks rag for: twice what it shows, for hits of rows deleted since they were indexed.
+ANYTHING_POOL = 2
+
 
 class SearchAnythingInput(ToolInput):
-    query: SearchText = Field(description="A name or title, or part of one, e.g. 'Murph', 'Saar', 'coaching'.")
+    query: SearchText = Field(
+        description="A name or title, part of one, or what it is about, in any language, e.g. 'Murph', 'Saar', "
+        "'coaching', 'ריצה'."
+    )
     kinds: list[HitKind] | None = Field(
         default=None, min_length=1, description="Only these kinds; all four when omitted."
     )
@@ -574,7 +680,10 @@ class Hit(ToolOutput):
     id: uuid.UUID = Field(description="programId, workoutId, exerciseId or membershipId.")
     label: str
     detail: str = Field(description="What tells it apart: program kind, workout day and program, modality, role.")
-    score: float = Field(description="Match quality, 0 to 1.")
+    score: float = Field(
+        description="Relevance, 0 to 1: matched by name and meaning, relative to the best hit of the search (1); "
+        "matched by name only, the similarity of its name to the query."
+    )
 
 
 class HitTotals(ToolOutput):
@@ -586,28 +695,109 @@ class HitTotals(ToolOutput):
 
 class SearchAnythingResult(ToolOutput):
     hits: list[Hit] = Field(description="Best hits of each kind, best first within a kind.")
-    totals: HitTotals = Field(description="Matches per kind, which may exceed the hits returned.")
+    totals: HitTotals = Field(
+        description="Matches per kind, which may exceed the hits returned (matched by name and meaning: counted "
+        f"among the {ANYTHING_POOL} × limit best)."
+    )
+    matched_by: MatchedBy = Field(description=MATCHED_BY + ".")
 
 
 @router.read(
     "search_anything",
-    "Find anything by name in one call: programs (name), workouts (title), exercises (name or alias) and "
-    "members or staff (name or email), at most 5 of each kind, best first. Each hit has its kind and id; "
-    "use read__lookup_by_id for the detail of one.",
+    "Find anything in one call, in English, Hebrew or Russian, by meaning as well as by name: programs (name), "
+    "workouts (title), exercises (name or alias) and members or staff (name or email), at most 5 of each kind, "
+    "best first. Each hit has its kind and id; use read__lookup_by_id for the detail of one.",
 )
 async def search_anything(ctx: ToolContext, args: SearchAnythingInput) -> SearchAnythingResult:
+    kinds = list(args.kinds or HIT_KINDS)
+    # An email address is an identifier to look up, not words to understand.
+    found = None if "@" in args.query else await _anything_by_meaning(ctx, args.query, kinds, args.limit)
+    if found is not None:
+        return found
     rows = await ctx.conn.fetch(
         _SEARCH_ANYTHING,
         ctx.organization_id,
         args.query,
         f"%{_escape_like(args.query)}%",
         args.limit,
-        list(args.kinds or HIT_KINDS),
+        kinds,
     )
     totals = {r["kind"]: r["total"] for r in rows}
     return SearchAnythingResult(
-        hits=[Hit.from_row(r, score=round(r["score"], 2)) for r in rows], totals=HitTotals(**totals)
+        hits=[Hit.from_row(r, score=round(r["score"], 2)) for r in rows],
+        totals=HitTotals(**totals),
+        matched_by="name_only",
     )
+
+
+async def _anything_by_meaning(
+    ctx: ToolContext, query: str, kinds: list[HitKind], limit: int
+) -> SearchAnythingResult | None:
+    """Rag's hybrid hits the organization has, grouped by kind in HIT_KINDS order, best first within a kind, at
+    most `limit` of each; each entity once, at its best place. None when there are none."""
+    hits = await _hybrid_search(ctx, query, kinds, limit * ANYTHING_POOL)
+    if not hits:
+        return None
+    kept = [(h, i) for h, i in _hits_with_ids(hits) if h.scope in HIT_KINDS]
+    scores = _relevance([h for h, _ in kept])
+    rows = await ctx.conn.fetch(_ANYTHING_HITS, ctx.organization_id, [h.scope for h, _ in kept], [i for _, i in kept])
+    by_kind: dict[str, list[Hit]] = {kind: [] for kind in HIT_KINDS}
+    seen: set[tuple[str, uuid.UUID]] = set()
+    for row in rows:
+        if (row["kind"], row["id"]) not in seen:
+            seen.add((row["kind"], row["id"]))
+            by_kind[row["kind"]].append(Hit.from_row(row, score=scores[row["rank"] - 1]))
+    if not seen:
+        return None
+    return SearchAnythingResult(
+        hits=[hit for kind in HIT_KINDS for hit in by_kind[kind][:limit]],
+        totals=HitTotals(**{kind: len(found) for kind, found in by_kind.items()}),
+        matched_by="name_and_meaning",
+    )
+
+
+# rag's hybrid search --------------------------------------------------------------------------------
+
+
+async def _hybrid_search(ctx: ToolContext, query: str, scopes: list[Scope], limit: int) -> list[AmbientHit]:
+    """Rag's hybrid hits for `query` in `scopes` (at most `limit` of each, best first within a scope), or none
+    when there is no answer: no rag here, rag down, slow or refusing. The caller then searches by name."""
+    if ctx.search is None:
+        return []
+    try:
+        result = await ctx.search(
+            SearchQuery(organization_id=ctx.organization_id, query=query, scopes=scopes, limit=limit)
+        )
+    except Exception as exc:  # noqa: BLE001 — any failure of the search by meaning leaves the search by name
+        log.warning("hybrid search unavailable, searching %s by name (trace %s): %r", scopes, ctx.trace_id, exc)
+        return []
+    return [h for h in result.hits if h.scope in scopes]
+
+
+def _hits_with_ids(hits: Sequence[AmbientHit]) -> list[tuple[AmbientHit, uuid.UUID]]:
+    """Each hit with its id as a UUID; a hit whose id is none (rag's mistake) is left out."""
+    kept = []
+    for hit in hits:
+        try:
+            kept.append((hit, uuid.UUID(hit.id)))
+        except ValueError:
+            log.warning("hybrid search hit with a malformed %s id %r left out", hit.scope, hit.id)
+    return kept
+
+
+def _relevance(hits: Sequence[AmbientHit]) -> list[float]:
+    """Each hit's fused score relative to the best one's, in [0, 1] (rag's reciprocal-rank fusion scores have no
+    scale of their own)."""
+    best = max((h.score for h in hits), default=0.0)
+    if best <= 0:
+        return [0.0 for _ in hits]
+    return [round(max(h.score / best, 0.0), 2) for h in hits]
+
+
+def _hit_ids(hits: Sequence[AmbientHit], scope: Scope) -> tuple[list[uuid.UUID], list[float]]:
+    """The ids of the hits of `scope`, best first, and their relevance."""
+    kept = [(h, i) for h, i in _hits_with_ids(hits) if h.scope == scope]
+    return [i for _, i in kept], _relevance([h for h, _ in kept])
 
 
 # lookup_by_id --------------------------------------------------------------------------------------

@@ -33,7 +33,9 @@ from .common import (
 )
 
 router = ToolRouter("workouts", resource="workout")
-WORKOUTS = Table("workouts", "workout", "title", hint="Use the id returned by workouts__create; never invent ids.")
+WORKOUTS = Table(
+    "workouts", "workout", "title", hint="Use the id returned by workouts__create; never invent ids.", scope="workout"
+)
 
 # inputs --------------------------------------------------------------------------------------------
 
@@ -187,6 +189,7 @@ async def set_sections(ctx: ToolContext, args: WorkoutsSetSectionsInput) -> Work
     await require(ctx, WORKOUTS, args.id)
     kind = _kind(args.sections)
     await ctx.conn.execute("UPDATE workouts SET kind = $2, updated_at = now() WHERE id = $1", args.id, kind)
+    ctx.touch("workout", args.id)
     await _write_sections(ctx.conn, args.id, args.sections)
     return await _load(ctx, args.id)
 
