@@ -1,14 +1,22 @@
-"""Gateway fixtures: the gateway's own live-event subscriber (edges.py) on the session's real NATS."""
+"""Gateway fixtures: the gateway's own live-event subscriber (edges.py) on the session's real NATS,
+and the whole gateway app (create_app) served over HTTP on a test module's private NATS."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import socket
+import threading
+import time
+from collections.abc import AsyncIterator, Iterator
 
+import httpx
 import pytest
+import uvicorn
 from faststream.nats import NatsBroker
 
 from spotter_cli.devstack import StackUrls
 from spotter_gateway import edges
+from spotter_gateway.main import create_app
+from spotter_gateway.settings import GatewaySettings
 from spotter_gateway.streams import LiveEvents
 
 
@@ -23,3 +31,35 @@ async def live_broker(stack: StackUrls) -> AsyncIterator[tuple[NatsBroker, LiveE
     await broker.start()
     yield broker, live
     await broker.stop()
+
+
+@pytest.fixture(scope="module")
+def gateway_settings(private_nats: str, stack: StackUrls, db_url: str) -> GatewaySettings:
+    """On the module's private NATS: only what the test answers there answers the gateway's requests.
+    A module overrides this fixture to change a setting."""
+    return GatewaySettings(nats_url=private_nats, database_url=db_url, redis_url=stack.redis_url,
+                           spotter_env="test", spotter_db_pool_max=2)
+
+
+@pytest.fixture(scope="module")
+def gateway_url(gateway_settings: GatewaySettings) -> Iterator[str]:
+    """The gateway as `spotter-gateway` runs it: uvicorn, with its own event loop in a thread."""
+    server = uvicorn.Server(uvicorn.Config(create_app(gateway_settings), log_level="warning"))
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))  # a free port, held until uvicorn takes over the socket
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        if time.monotonic() > deadline or not thread.is_alive():
+            raise RuntimeError("gateway did not start")
+        time.sleep(0.01)
+    yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+    server.should_exit = True
+    thread.join(timeout=10)
+
+
+@pytest.fixture
+async def http(gateway_url: str) -> AsyncIterator[httpx.AsyncClient]:
+    async with httpx.AsyncClient(base_url=gateway_url, timeout=10) as client:
+        yield client

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
+import unicodedata
 import uuid
 from collections.abc import AsyncIterator
 from typing import Annotated, Any
@@ -17,10 +19,11 @@ from sse_starlette import EventSourceResponse
 from spotter_shared import bus
 from spotter_shared.contracts.billing import UsageQuery
 from spotter_shared.contracts.commands import PageContext, SendMessage, TurnCommand
+from spotter_shared.contracts.rag import EmbedRequest
 from spotter_shared.errors import ErrorCode, RemoteError, SpotterError
 from spotter_shared.turnlock import TurnLock
 
-from . import conversations, edges
+from . import conversations, edges, search
 from .deps import Member, Pool, Staff, parse_uuid
 from .errors import trace_id
 from .streams import EventFeed, LoggedEvent, StreamIdle
@@ -218,8 +221,38 @@ def _parse_last_event_id(value: str | None) -> int:
 
 
 @router.get("/conversations")
-async def list_conversations(actor: Member, db: Pool, limit: Annotated[int, Query(ge=1, le=200)] = 50) -> dict[str, Any]:
-    return {"conversations": await conversations.list_for(db, actor, limit)}
+async def list_conversations(
+    request: Request,
+    actor: Member,
+    db: Pool,
+    limit: Annotated[int, Query(ge=1, le=200)] = 50,
+    q: Annotated[str | None, Query(max_length=search.MAX_QUERY_CHARS)] = None,
+) -> dict[str, Any]:
+    """The caller's conversations, newest first; with `q`, those matching it, best first."""
+    text = " ".join((q or "").split())
+    if not text:
+        return {"conversations": await conversations.list_for(db, actor, limit)}
+    if any(unicodedata.category(ch) == "Cc" for ch in text):
+        raise SpotterError(ErrorCode.INVALID_REQUEST, "q must not contain control characters.")
+    found = await search.search(db, actor, text, limit, lambda: query_embedding(request, text))
+    return {"conversations": await conversations.summaries(db, actor, found.ids),
+            "search": {"q": text, "semantic": found.semantic}}
+
+
+async def query_embedding(request: Request, text: str) -> search.QueryVector | None:
+    """The search query's embedding from rag, or None (lexical only) when rag does not answer in time."""
+    budget = request.app.state.settings.spotter_search_embed_timeout_s
+    try:
+        async with asyncio.timeout(budget):
+            result = await edges.embed(EmbedRequest(texts=[text], kind="query"), timeout=budget,
+                                       trace_id=trace_id(request))
+    except Exception as exc:  # noqa: BLE001 — the semantic half is optional: search goes on lexically
+        log.info("conversation search without embedding: %s", type(exc).__name__)
+        return None
+    vector = search.query_vector(result)
+    if vector is None:
+        log.warning("conversation search: no summary index for embedding model %s (%d dims)", result.model, result.dimensions)
+    return vector
 
 
 @router.get("/conversations/{conversationId}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import uuid
 from typing import Any
 
@@ -13,7 +14,7 @@ from spotter_shared.errors import ErrorCode, SpotterError
 
 # Lifetime usage is billing's table; a conversation billing has not charged yet has no row there.
 _SUMMARY = """
-SELECT c.id, c.title, c.pinned, c.archived_at, c.model, c.last_message_at, c.created_at, c.last_event_seq,
+SELECT c.id, c.title, c.pinned, c.archived_at, c.model, c.locale, c.last_message_at, c.created_at, c.last_event_seq,
        coalesce(u.total_input_tokens, 0) AS total_input_tokens,
        coalesce(u.total_output_tokens, 0) AS total_output_tokens,
        coalesce(u.total_cache_read_tokens, 0) AS total_cache_read_tokens,
@@ -41,6 +42,7 @@ def summary(row: asyncpg.Record) -> dict[str, Any]:
         "pinned": row["pinned"],
         "archivedAt": iso(row["archived_at"]),
         "model": row["model"],
+        "locale": row["locale"],
         "lastMessageAt": iso(row["last_message_at"]),
         "createdAt": iso(row["created_at"]),
         "lastEventSeq": row["last_event_seq"],
@@ -63,11 +65,21 @@ async def list_for(db: asyncpg.Pool, actor: Actor, limit: int) -> list[dict[str,
     return [summary(r) for r in rows]
 
 
+async def summaries(db: asyncpg.Pool, actor: Actor, ids: list[uuid.UUID]) -> list[dict[str, Any]]:
+    """The caller's conversations with these ids, in the order given."""
+    rows = await db.fetch(
+        _SUMMARY + "WHERE c.id = ANY($1::uuid[]) AND c.organization_id = $2 AND c.user_id = $3",
+        ids, uuid.UUID(actor.organization_id), uuid.UUID(actor.user_id),
+    )
+    by_id = {r["id"]: r for r in rows}
+    return [summary(by_id[i]) for i in ids if i in by_id]
+
+
 async def detail(db: asyncpg.Pool, conversation: asyncpg.Record) -> dict[str, Any]:
     messages = await db.fetch(
         """SELECT id, role::text AS role, content, stop_reason, created_at, page_context,
                   input_tokens, output_tokens, cache_read_tokens, cache_creation_tokens, model
-           FROM ai_messages WHERE conversation_id = $1 ORDER BY position""",
+           FROM ai_messages WHERE conversation_id = $1 AND role <> 'system_note' ORDER BY position""",
         conversation["id"],
     )
     tools = await db.fetch(
@@ -87,9 +99,10 @@ async def detail(db: asyncpg.Pool, conversation: asyncpg.Record) -> dict[str, An
     }
     out = []
     for m in messages:
+        content = own_words(m["content"]) if m["role"] == "user" else m["content"]
         item: dict[str, Any] = {
-            "id": str(m["id"]), "role": m["role"], "createdAt": iso(m["created_at"]), "content": m["content"],
-            "text": "".join(b.get("text", "") for b in m["content"] if b.get("type") == "text"),
+            "id": str(m["id"]), "role": m["role"], "createdAt": iso(m["created_at"]), "content": content,
+            "text": "".join(b.get("text", "") for b in content if b.get("type") == "text"),
         }
         if m["role"] == "assistant":
             item["stopReason"] = m["stop_reason"]
@@ -103,10 +116,35 @@ async def detail(db: asyncpg.Pool, conversation: asyncpg.Record) -> dict[str, An
                                     "action": ToolName.parse(b["name"]).action, "input": b.get("input"), "status": "pending"})
                 for b in m["content"] if b.get("type") == "tool_use"
             ]
-        if m["page_context"]:
-            item["pageContext"] = m["page_context"]
+        if page := client_page_context(m["page_context"]):
+            item["pageContext"] = page
         out.append(item)
     return {**summary(conversation), "messages": out}
+
+
+# The orchestrator puts a turn's context (time, page, ambient hits) into that turn's user message,
+# as a text block ahead of the user's words, so that replaying the history reproduces each earlier
+# prompt exactly (and the cache keeps it). Those blocks open with a tag; a message the user typed is
+# one text block and is never cut.
+_CONTEXT_BLOCK = re.compile(r"\s*<[A-Za-z_][\w-]*[\s/>]")
+
+# What a message's page context shows: the page the client reported, an app event's marker, and a
+# compaction anchor. Anything else stored there (per-turn context) is the prompt's, not the user's.
+_PAGE_CONTEXT_KEYS = ("pathname", "selection", "appEvent", "toolUseId", "summarizedThroughMessageId")
+
+
+def own_words(content: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A user message without the context blocks the orchestrator added ahead of the user's words."""
+    texts = [i for i, block in enumerate(content) if block.get("type") == "text"]
+    added = {i for i in texts[:-1] if _CONTEXT_BLOCK.match(content[i].get("text", ""))}
+    return [block for i, block in enumerate(content) if i not in added]
+
+
+def client_page_context(stored: Any) -> dict[str, Any] | None:
+    if not isinstance(stored, dict):
+        return None
+    shown = {key: stored[key] for key in _PAGE_CONTEXT_KEYS if stored.get(key) is not None}
+    return shown or None
 
 
 def iso(value: Any) -> str | None:

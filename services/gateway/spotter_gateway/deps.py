@@ -13,6 +13,8 @@ from spotter_shared.auth import TokenError, TokenVerifier
 from spotter_shared.contracts.commands import Actor
 from spotter_shared.errors import ErrorCode, SpotterError
 
+from .locales import resolve_locale
+
 
 @dataclass(frozen=True)
 class Caller:
@@ -88,13 +90,7 @@ async def staff_member(actor: Member) -> Actor:
 Staff = Annotated[Actor, Depends(staff_member)]
 
 
-def request_locale(request: Request, fallback: str) -> str:
-    explicit = request.headers.get("x-locale")
-    if explicit:
-        return explicit.strip()[:16]
-    accept = request.headers.get("accept-language")
-    if accept:
-        first = accept.split(",")[0].split(";")[0].strip()
-        if first and first != "*":
-            return first[:16]
-    return fallback or "en"
+def request_locale(request: Request, stored: str | None) -> str:
+    """`x-locale`, then `accept-language`, then the user's stored locale, then `en`; a malformed
+    header is passed over, never an error."""
+    return resolve_locale(request.headers.get("x-locale"), request.headers.get("accept-language"), stored)

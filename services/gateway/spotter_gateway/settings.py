@@ -13,3 +13,5 @@ class GatewaySettings(AuthSettings):
     # A stream with no event for this long ends with `internal` (the turn may still finish; resume).
     spotter_stream_idle_timeout_s: float = 120.0
     spotter_sse_ping_s: float = 15.0
+    # Conversation search asks rag for the query's embedding for this long, then goes lexical only.
+    spotter_search_embed_timeout_s: float = 0.5
