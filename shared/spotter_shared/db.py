@@ -58,6 +58,12 @@ async def migrate(dsn: str) -> list[str]:
                 await conn.execute("INSERT INTO schema_migrations (version, checksum) VALUES ($1, $2)", version, checksum)
             log.info("applied migration %s", version)
             applied.append(version)
+        ctype = await conn.fetchval("SELECT datctype FROM pg_database WHERE datname = current_database()")
+        if ctype in ("C", "POSIX"):
+            # pg_trgm classifies letters by LC_CTYPE: under C it sees no trigrams in Hebrew or
+            # Russian, and the lexical half of the hybrid search goes blind in those languages.
+            log.warning("database LC_CTYPE is %s: create it with LC_CTYPE 'C.UTF-8' (TEMPLATE template0) "
+                        "or Hebrew and Russian lexical search finds nothing", ctype)
     finally:
         await conn.execute("SELECT pg_advisory_unlock($1)", _MIGRATION_LOCK)
         await conn.close()
