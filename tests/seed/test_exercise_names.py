@@ -65,8 +65,8 @@ async def test_0009_again_changes_nothing_and_never_repeats_an_alias(db_url: str
         await tx.start()
         try:
             assert await conn.execute(_migration_0009()) == "UPDATE 0"
-            # A library whose row lacks the new names but already has one of them (Hebrew has no case:
-            # lower() folds Cyrillic only where the database's LC_CTYPE knows it, and the dev stack's is C).
+            # A library whose row lacks the new names but already has one of them (in Hebrew, which has no
+            # case: lower() folds Cyrillic only under a UTF-8 LC_CTYPE, which not every database has).
             english = [a for a in EXERCISES[0].aliases if a.isascii()]
             await conn.execute(
                 "UPDATE exercises SET aliases = $1 WHERE organization_id IS NULL AND name = 'Back Squat'",
