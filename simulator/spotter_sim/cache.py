@@ -1,9 +1,11 @@
 """Prompt-cache bookkeeping that mirrors the real API's prefix caching.
 
 Each cache_control breakpoint names a prefix (every block up to and including
-it). A request reads the longest cached, unexpired breakpoint prefix and writes
-every later breakpoint; the tokens between consecutive boundaries are billed
-to the TTL bucket of the breakpoint that closes them.
+it). A request reads the longest cached, unexpired prefix that one of its
+breakpoints reaches — the breakpoint's own, or one ending at any of the
+LOOKBACK_BLOCKS block boundaries before it (the real API's automatic prefix
+check) — and writes every later breakpoint; the tokens between consecutive
+boundaries are billed to the TTL bucket of the breakpoint that closes them.
 """
 
 from __future__ import annotations
@@ -16,6 +18,9 @@ from .clock import SimClock
 from .tokens import PromptBlock, canonical_json
 
 TTL_SECONDS = {"5m": 300.0, "1h": 3600.0}
+# How many block boundaries before each breakpoint the API also checks for a cached prefix
+# (Anthropic's prompt-caching guide: "approximately 20 blocks").
+LOOKBACK_BLOCKS = 20
 
 
 @dataclass
@@ -56,10 +61,12 @@ class CacheUsage:
 
 
 @dataclass(frozen=True)
-class _Breakpoint:
+class _Boundary:
+    """The prefix that ends after one block: its key and cumulative tokens."""
+
     key: tuple[str, str]
-    tokens: int  # cumulative tokens of the prefix it closes
-    ttl: str
+    tokens: int
+    ttl: str | None  # the block's breakpoint TTL, None when it carries no cache_control
 
 
 class PromptCache:
@@ -77,24 +84,25 @@ class PromptCache:
         """Bill one request: read the best cached prefix, write the later breakpoints."""
         now = self._clock.now()
         self._evict_expired(now)
-        breakpoints, total = _breakpoints(model, blocks)
+        boundaries = _boundaries(model, blocks)
+        total = boundaries[-1].tokens if boundaries else 0
         # Prefixes below the model's minimum are silently not cached.
-        eligible = [bp for bp in breakpoints if bp.tokens >= min_tokens]
+        eligible = [i for i, b in enumerate(boundaries) if b.ttl is not None and b.tokens >= min_tokens]
 
-        boundary = 0
-        read = 0
-        first_write = 0
-        for i in range(len(eligible) - 1, -1, -1):
-            entry = self._entries.get(eligible[i].key)
-            if entry is not None:
-                entry.ttl = _longer(entry.ttl, eligible[i].ttl)
-                entry.expires_at = now + TTL_SECONDS[entry.ttl]  # reads refresh the TTL
-                read = boundary = entry.tokens
-                first_write = i + 1
-                break
+        hit = self._lookup(boundaries, eligible)
+        read = boundary = 0
+        if hit is not None:
+            position, entry, ttl = hit
+            entry.ttl = _longer(entry.ttl, ttl)
+            entry.expires_at = now + TTL_SECONDS[entry.ttl]  # reads refresh the TTL
+            read = boundary = entry.tokens
 
         written = {"5m": 0, "1h": 0}
-        for bp in eligible[first_write:]:
+        for i in eligible:
+            bp = boundaries[i]
+            if bp.tokens <= boundary:
+                continue
+            assert bp.ttl is not None
             written[bp.ttl] += bp.tokens - boundary
             boundary = bp.tokens
             self._entries[bp.key] = CacheEntry(bp.tokens, bp.ttl, now + TTL_SECONDS[bp.ttl])
@@ -106,23 +114,35 @@ class PromptCache:
             ephemeral_1h_input_tokens=written["1h"],
         )
 
+    def _lookup(self, boundaries: list[_Boundary], eligible: list[int]) -> tuple[int, CacheEntry, str] | None:
+        """The longest cached prefix a breakpoint can reach: its own, or one ending at an earlier
+        block boundary within LOOKBACK_BLOCKS of it (the API checks those automatically, which is
+        what lets a conversation whose tail marker moves on re-read the previous call's prefix)."""
+        for i in reversed(eligible):
+            ttl = boundaries[i].ttl
+            assert ttl is not None
+            for j in range(i, max(-1, i - LOOKBACK_BLOCKS - 1), -1):
+                entry = self._entries.get(boundaries[j].key)
+                if entry is not None:
+                    return j, entry, ttl
+        return None
+
     def _evict_expired(self, now: float) -> None:
         for key in [k for k, e in self._entries.items() if e.expires_at <= now]:
             del self._entries[key]
 
 
-def _breakpoints(model: str, blocks: list[PromptBlock]) -> tuple[list[_Breakpoint], int]:
+def _boundaries(model: str, blocks: list[PromptBlock]) -> list[_Boundary]:
     digest = hashlib.sha256()
     total = 0
-    found: list[_Breakpoint] = []
+    found: list[_Boundary] = []
     for block in blocks:
         digest.update(canonical_json(block.payload).encode())
         digest.update(b"\x1e")  # record separator keeps block boundaries distinct
         total += block.tokens
-        if block.cache_control is not None:
-            ttl = block.cache_control.get("ttl") or "5m"
-            found.append(_Breakpoint((model, digest.hexdigest()), total, ttl))
-    return found, total
+        ttl = (block.cache_control.get("ttl") or "5m") if block.cache_control is not None else None
+        found.append(_Boundary((model, digest.hexdigest()), total, ttl))
+    return found
 
 
 def _longer(a: str, b: str) -> str:

@@ -22,9 +22,19 @@ def content_blocks(message: dict[str, Any]) -> list[dict[str, Any]]:
     return list(content or [])
 
 
+# Text the app writes into a user turn (the per-turn context, a summary of earlier messages) is
+# not the user's words: scripts, faults and the demo policy read the words only.
+APP_TEXT_RE = re.compile(r"<(turn_context|conversation_summary)\b[^>]*>.*?</\1>", re.S)
+
+
+def strip_app_text(text: str) -> str:
+    return APP_TEXT_RE.sub("", text).strip()
+
+
 def _text_of(message: dict[str, Any]) -> str | None:
     texts = [b["text"] for b in content_blocks(message) if b.get("type") == "text" and b.get("text")]
-    return "\n".join(texts) if texts else None
+    words = strip_app_text("\n".join(texts)) if texts else ""
+    return words or None
 
 
 def latest_user_text_index(messages: list[dict[str, Any]]) -> int | None:
@@ -69,9 +79,20 @@ _AMBIENT_RE = re.compile(r"<ambient_context\b[^>]*>(.*?)</ambient_context>", re.
 _ITEM_RE = re.compile(r"<item\b")
 
 
+def latest_user_block_text(messages: list[dict[str, Any]]) -> str:
+    """Every text block of the newest user message with text, app text included."""
+    for message in reversed(messages):
+        if message.get("role") == "user":
+            texts = [b["text"] for b in content_blocks(message) if b.get("type") == "text" and b.get("text")]
+            if texts:
+                return "\n".join(texts)
+    return ""
+
+
 def ambient_item_count(body: dict[str, Any]) -> int | None:
-    """Items inside an `<ambient_context>` block: `<item>` tags if any, else non-empty lines."""
-    match = _AMBIENT_RE.search(system_text(body))
+    """Items inside an `<ambient_context>` block (in the system prompt, or in the newest user turn's
+    context): `<item>` tags if any, else non-empty lines."""
+    match = _AMBIENT_RE.search(latest_user_block_text(body.get("messages") or [])) or _AMBIENT_RE.search(system_text(body))
     if match is None:
         return None
     inner = match.group(1)

@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from .conversation import content_blocks
+from .conversation import content_blocks, strip_app_text
 from .turns import ToolUseSpec, Turn
 
 # The app reports facts (an Undo, …) as <app_event> text in a user turn; they are not the user's words.
@@ -59,7 +59,7 @@ class Step:
 
 @dataclass(frozen=True)
 class Exchange:
-    text: str  # the user's latest words, app events left out
+    text: str  # the user's latest words, app events and the turn's context left out
     tools: tuple[str, ...]  # names of the tools the request lets the model call
     steps: tuple[Step, ...]  # tool calls answered since those words, oldest first
     answering: tuple[Step, ...]  # the results the request ends with; empty when it ends with the words
@@ -130,7 +130,7 @@ def parse_content(content: Any) -> tuple[Any, str]:
 
 def _words(message: dict[str, Any]) -> str:
     text = "\n".join(b["text"] for b in content_blocks(message) if b.get("type") == "text" and b.get("text"))
-    return _APP_EVENT_RE.sub("", text).strip()
+    return strip_app_text(_APP_EVENT_RE.sub("", text))
 
 
 def _latest_words(messages: list[dict[str, Any]]) -> int | None:

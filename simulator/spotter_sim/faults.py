@@ -19,6 +19,8 @@ class Fault:
     # Streaming requests fail with an `error` SSE event after this many output tokens.
     after_tokens: int | None = None
     message: str | None = None
+    # Which requests it hits: the agent's turns (default), or the title / summary side tasks.
+    kind: str = "agent"
 
     @property
     def error_type(self) -> str:
@@ -43,8 +45,8 @@ class FaultStore:
         self._faults: list[Fault] = []
 
     def add(self, status: int, count: int, retry_after: float | None, match: str | None,
-            after_tokens: int | None, message: str | None) -> Fault:
-        fault = Fault(f"fault_{secrets.token_hex(6)}", status, count, retry_after, match, after_tokens, message)
+            after_tokens: int | None, message: str | None, kind: str = "agent") -> Fault:
+        fault = Fault(f"fault_{secrets.token_hex(6)}", status, count, retry_after, match, after_tokens, message, kind)
         self._faults.append(fault)
         return fault
 
@@ -54,9 +56,11 @@ class FaultStore:
     def list(self) -> list[dict[str, Any]]:
         return [f.describe() for f in self._faults]
 
-    def take(self, user_text: str) -> Fault | None:
+    def take(self, user_text: str, kind: str = "agent") -> Fault | None:
         """Consume one use of the oldest fault matching this request, if any."""
         for fault in self._faults:
+            if fault.kind != kind:
+                continue
             if fault.match is None or fault.match.lower() in user_text.lower():
                 fault.remaining -= 1
                 if fault.remaining <= 0:

@@ -1,4 +1,5 @@
-"""What the simulated model says: scripted turns first, then the demo policy.
+"""What the simulated model says: titles and summaries by their own rules (side_tasks), then for the
+agent's requests scripted turns first, then the demo policy.
 
 A script is a queue of assistant turns for requests whose latest user text
 contains `match`. Which turn a request gets is derived from the request itself
@@ -12,7 +13,7 @@ import secrets
 from dataclasses import dataclass
 from typing import Any
 
-from . import demo
+from . import demo, side_tasks
 from .conversation import exchange_progress, latest_user_text
 from .turns import DONE, Turn
 
@@ -68,9 +69,15 @@ class ScriptStore:
 class Decision:
     turn: Turn
     script_id: str | None
+    kind: side_tasks.Kind = "agent"
 
 
 def decide(body: dict[str, Any], scripts: ScriptStore) -> Decision:
+    kind = side_tasks.kind_of(body)
+    if kind != "agent":
+        # Scripts are written for the agent's turns: a title request quoting "find Saar" must not
+        # be answered with the tool call scripted for "find Saar".
+        return Decision(side_tasks.respond(body, kind), None, kind)
     messages = body["messages"]
     user_text = latest_user_text(messages)
     progress = exchange_progress(messages)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from fastapi import APIRouter, Query, Request
 from pydantic import BaseModel, Field, field_validator
@@ -31,6 +31,7 @@ class FaultIn(BaseModel):
     match: str | None = None
     after_tokens: int | None = Field(default=None, ge=0)
     message: str | None = None
+    kind: Literal["agent", "title", "summary"] = "agent"  # which requests it hits
 
     @field_validator("status")
     @classmethod
@@ -75,7 +76,7 @@ async def clear_scripts(request: Request) -> dict[str, bool]:
 @router.post("/faults")
 async def add_fault(body: FaultIn, request: Request) -> dict[str, str]:
     fault = _state(request).faults.add(
-        body.status, body.count, body.retry_after, body.match, body.after_tokens, body.message
+        body.status, body.count, body.retry_after, body.match, body.after_tokens, body.message, body.kind
     )
     return {"id": fault.id}
 
@@ -108,9 +109,16 @@ async def set_latency(body: LatencyIn, request: Request) -> dict[str, Any]:
     return await get_latency(request)
 
 
+RequestKind = Literal["agent", "title", "summary", "all"]
+
+
 @router.get("/requests")
-async def list_requests(request: Request, limit: int | None = Query(default=None, ge=1)) -> dict[str, Any]:
-    return {"requests": _state(request).log.list(limit)}
+async def list_requests(request: Request, limit: int | None = Query(default=None, ge=1),
+                        kind: RequestKind = "agent") -> dict[str, Any]:
+    """The agent's requests by default (a conversation's title and summary requests run beside its
+    turns and would otherwise interleave with them); `kind=all` lists every request. A request
+    rejected before its body was read counts as the agent's."""
+    return {"requests": _state(request).log.list(limit, None if kind == "all" else kind)}
 
 
 @router.delete("/requests")

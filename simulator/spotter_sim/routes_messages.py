@@ -14,6 +14,7 @@ from .conversation import latest_user_text
 from .errors import InvalidRequest, error_response, new_request_id
 from .policy import decide
 from .response import plan_message
+from .side_tasks import kind_of
 from .state import SimState
 from .stream import message_events, ping_event
 from .tokens import flatten_prompt
@@ -45,6 +46,7 @@ async def create_message(request: Request) -> Response:
         "path": "/v1/messages",
         "received_at": state.clock.now(),
         "stream": False,
+        "kind": None,  # agent | title | summary, once the body is read
         "body": None,
         "verdict": {"ok": True, "status": 200},
         "fault": None,
@@ -61,9 +63,10 @@ async def create_message(request: Request) -> Response:
 
     streaming = body.get("stream") is True
     entry["stream"] = streaming
+    kind = entry["kind"] = kind_of(body)
 
     # Faults apply to requests that passed validation, so a typo never eats one.
-    fault = state.faults.take(latest_user_text(body["messages"]))
+    fault = state.faults.take(latest_user_text(body["messages"]), kind)
     if fault is not None:
         entry["fault"] = fault.describe()
         if not (streaming and fault.after_tokens is not None):

@@ -36,8 +36,8 @@ class RequestLog:
         self._entries.append(entry)
         return entry  # callers may keep filling it in
 
-    def list(self, limit: int | None = None) -> list[dict[str, Any]]:
-        entries = list(self._entries)
+    def list(self, limit: int | None = None, kind: str | None = None) -> list[dict[str, Any]]:
+        entries = [e for e in self._entries if kind is None or (e.get("kind") or "agent") == kind]
         return entries[-limit:] if limit else entries
 
     def clear(self) -> None:

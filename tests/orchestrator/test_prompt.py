@@ -5,9 +5,11 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from spotter_orchestrator.prompt import (
-    CACHE_1H, CACHE_5M, merge_consecutive, repair_replay, system_blocks, tool_params, validate_replay, with_cached_tail,
+    CACHE_1H, CACHE_5M, TURN_CONTEXT_KEY, merge_consecutive, repair_replay, system_blocks, tool_params, turn_context,
+    validate_replay, with_cached_tail,
 )
-from spotter_orchestrator.store import OrgContext
+from spotter_orchestrator.store import OrgContext, StoredMessage
+from spotter_orchestrator.turns import history_of, latest_turn_context
 from spotter_shared.contracts.commands import Actor, PageContext
 from spotter_shared.contracts.rag import AmbientHit
 from spotter_shared.contracts.tools import ToolSpec
@@ -23,18 +25,72 @@ def spec(name: str) -> ToolSpec:
                     side_effects="read", confirm="never", kind="normal", has_inverse=False)
 
 
+NOW = datetime(2026, 11, 22, 9, 30, tzinfo=UTC)
+
+
+def user(n: int, words: str, context: str | None = None) -> StoredMessage:
+    page = {"pathname": "/members", TURN_CONTEXT_KEY: context} if context else None
+    return StoredMessage(id=f"u{n}", role="user", content=[{"type": "text", "text": words}], turn_id=f"t{n}",
+                         stop_reason=None, page_context=page)
+
+
+def assistant(n: int, text: str) -> StoredMessage:
+    return StoredMessage(id=f"a{n}", role="assistant", content=[{"type": "text", "text": text}], turn_id=f"t{n}",
+                         stop_reason="end_turn")
+
+
+def marks(tools: list, system: list, messages: list) -> list:
+    return [m for m in [t.get("cache_control") for t in tools] + [b.get("cache_control") for b in system]
+            + [b.get("cache_control") for msg in messages for b in msg["content"]] if m]
+
+
 def test_four_breakpoints_in_prompt_order_never_1h_after_5m() -> None:
     hits = [AmbientHit(scope="member", id="1", label="Saar <script>", score=1.0)]
-    system = system_blocks(ORG, ACTOR, PageContext(pathname="/members"), hits, datetime(2026, 11, 22, tzinfo=UTC))
+    context = turn_context(ORG, ACTOR, PageContext(pathname="/members"), hits, NOW)
+    stored = [user(1, "hi", context)]
     tools = tool_params([spec("read__a"), spec("read__b")])
-    messages = with_cached_tail([{"role": "user", "content": [{"type": "text", "text": "hi"}]}])
-    marks = [t.get("cache_control") for t in tools] + [b.get("cache_control") for b in system] + \
-        [b.get("cache_control") for m in messages for b in m["content"]]
-    placed = [m for m in marks if m]
-    assert placed == [CACHE_1H, CACHE_1H, CACHE_1H, CACHE_5M]
-    # Per-request data sits after the cached prefix, in the uncached page block, escaped and tagged.
-    assert "cache_control" not in system[2] and "Saar &lt;script&gt;" in system[2]["text"]
-    assert '<ambient_context trust="untrusted">' in system[2]["text"] and "Dana" not in system[0]["text"] + system[1]["text"]
+    for system, messages in ((system_blocks(ORG), history_of(stored)),
+                             (system_blocks(ORG, latest_turn_context(stored)), history_of(stored, "seed"))):
+        assert marks(tools, system, with_cached_tail(messages)) == [CACHE_1H, CACHE_1H, CACHE_1H, CACHE_5M]
+    # The system prompt is the two cached blocks only: nothing in it changes per turn.
+    system = system_blocks(ORG)
+    assert len(system) == 2 and "Dana" not in system[0]["text"] + system[1]["text"]
+
+
+def test_turn_context_goes_after_the_history_in_the_newest_user_turn() -> None:
+    hits = [AmbientHit(scope="member", id="1", label="Saar <script>", score=1.0)]
+    first = turn_context(ORG, ACTOR.model_copy(update={"locale": "he"}), None, [], NOW)
+    second = turn_context(ORG, ACTOR, PageContext(pathname="/members", selection={"id": 7}), hits, NOW)
+    history = history_of([user(1, "hello", first), assistant(1, "hi"), user(2, "find Saar", second)])
+    assert [m["role"] for m in history] == ["user", "assistant", "user"]
+    newest = history[-1]["content"]
+    assert newest[0]["text"] == second and newest[1] == {"type": "text", "text": "find Saar"}
+    assert history[0]["content"][0]["text"] == first and "locale: he" in first  # each turn keeps its own
+    # Per-turn data: escaped and marked untrusted; caller and time stated.
+    assert '<ambient_context untrusted="true">' in second and "Saar &lt;script&gt;" in second
+    assert '<page_context untrusted="true">' in second and "name: Dana" in second
+    assert "<now>2026-11-22T11:30+02:00 (Sunday)</now>" in second
+    assert second.startswith("<turn_context>") and second.endswith("</turn_context>")
+
+
+def test_seed_layout_puts_the_newest_context_in_the_system_prompt_before_the_history() -> None:
+    stored = [user(1, "hello", "<turn_context>one</turn_context>"), assistant(1, "hi"),
+              user(2, "again", "<turn_context>two</turn_context>")]
+    system = system_blocks(ORG, latest_turn_context(stored))
+    assert system[2] == {"type": "text", "text": "<turn_context>two</turn_context>"}  # uncached, per turn
+    assert all(b["type"] == "text" and "turn_context" not in b["text"] for m in history_of(stored, "seed") for b in m["content"])
+
+
+def test_replaying_history_is_byte_identical_so_each_prompt_extends_the_last() -> None:
+    stored = [user(1, "hello", turn_context(ORG, ACTOR, None, [], NOW)), assistant(1, "hi")]
+    call_1 = with_cached_tail(history_of(stored[:1]))
+    stored.append(user(2, "more", turn_context(ORG, ACTOR, None, [], datetime(2026, 11, 22, 10, 0, tzinfo=UTC))))
+    call_2 = with_cached_tail(history_of(stored))
+
+    def plain(messages: list) -> list:
+        return [(m["role"], {k: v for k, v in b.items() if k != "cache_control"}) for m in messages for b in m["content"]]
+
+    assert plain(call_2)[: len(plain(call_1))] == plain(call_1)
 
 
 def test_cached_tail_moves_and_never_accumulates() -> None:

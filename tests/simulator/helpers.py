@@ -53,8 +53,11 @@ class Sim:
         r.raise_for_status()
         return r.json()
 
-    def requests(self, limit: int | None = None) -> list[dict[str, Any]]:
-        r = self.http.get("/_sim/requests", params={"limit": limit} if limit else None)
+    def requests(self, limit: int | None = None, kind: str = "agent") -> list[dict[str, Any]]:
+        params: dict[str, Any] = {"kind": kind}
+        if limit:
+            params["limit"] = limit
+        r = self.http.get("/_sim/requests", params=params)
         r.raise_for_status()
         return r.json()["requests"]
 

@@ -74,13 +74,32 @@ async def test_growing_conversation_reads_previous_prefix(client: anthropic.Asyn
     ]
     sim.script([{"text": "ok"}])
     u2 = await usage_of(client, system="s" * 400, messages=turn2)
-    # Breakpoint 2 is not in the cache; earlier prefixes are only found at breakpoints, so this is a write.
-    assert u2 == {"input": 1, "read": 0, "write": 1500, "5m": 1500, "1h": 0}
+    # The old breakpoint is gone, but its prefix ends two blocks before the new one: the API's
+    # automatic lookback finds it, so only the new blocks are written.
+    assert u2 == {"input": 1, "read": 1300, "write": 200, "5m": 200, "1h": 0}
 
     turn2[0]["content"][0]["cache_control"] = cc  # keep the old breakpoint too
     turn2[2]["content"][1]["text"] = "tail!"
     u3 = await usage_of(client, system="s" * 400, messages=turn2)
     assert u3 == {"input": 2, "read": 1500, "write": 0, "5m": 0, "1h": 0}
+
+
+@pytest.mark.asyncio
+async def test_lookback_reaches_twenty_blocks_and_no_further(client: anthropic.AsyncAnthropic, sim: Sim):
+    cc = {"type": "ephemeral"}
+    sim.script([{"text": "ok"}])
+
+    def grown(extra: int) -> list[dict]:
+        blocks = [{"type": "text", "text": "c" * 4800}] + [{"type": "text", "text": f"block {i:03d}"} for i in range(extra)]
+        blocks[-1] = {**blocks[-1], "cache_control": cc}
+        return [{"role": "user", "content": blocks}]
+
+    await usage_of(client, system="s" * 400, messages=grown(0))  # writes the 1,300-token prefix
+    assert (await usage_of(client, system="s" * 400, messages=grown(20)))["read"] == 1300  # 20 blocks back
+    sim.http.delete("/_sim/cache").raise_for_status()
+    await usage_of(client, system="s" * 400, messages=grown(0))
+    missed = await usage_of(client, system="s" * 400, messages=grown(21))  # 21 blocks back: out of reach
+    assert missed["read"] == 0 and missed["write"] == 1300 + 21 * 3
 
 
 @pytest.mark.asyncio

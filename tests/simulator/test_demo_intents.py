@@ -85,7 +85,7 @@ def test_find_murph_searches_everything_when_no_member_matches():
     assert chat.call() == ("read__search_anything", {"query": "Murph"})
     chat.answer(read.SearchAnythingResult(
         hits=[read.Hit(kind="workout", id=murph, label="Murph", detail="2030-05-27, CrossFit", score=1.0)],
-        totals=read.HitTotals(workout=1)))
+        totals=read.HitTotals(workout=1), matched_by="name_and_meaning"))
     assert chat.call() == ("read__lookup_by_id", {"type": "workout", "id": str(murph)})
     chat.answer(read.WorkoutLookup(
         id=murph, title="Murph", kind="structured", description="Partition as needed.", scheduled_for=date(2030, 5, 27),
@@ -107,7 +107,7 @@ def test_find_a_squat_variation():
     names = ["Back Squat", "Front Squat", "Goblet Squat", "Overhead Squat", "Air Squat", "Box Squat"]
     chat.answer(read.ExercisesSearchResult(total=8, exercises=[
         read.ExerciseItem(id=uid(400 + i), name=n, aliases=[], modality="weightlifting", equipment=["barbell"],
-                          scope="global", score=0.8) for i, n in enumerate(names)]))
+                          scope="global", score=0.8) for i, n in enumerate(names)], matched_by="name_and_meaning"))
     assert chat.text() == "Found 8 exercises: Back Squat, Front Squat, Goblet Squat, Overhead Squat, Air Squat and 3 more."
 
 

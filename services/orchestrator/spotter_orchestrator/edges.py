@@ -9,7 +9,7 @@ from spotter_shared import bus
 from spotter_shared.contracts.billing import BUDGET_CHECK, RESERVE, SETTLE
 from spotter_shared.contracts.commands import CANCEL_TURN
 from spotter_shared.contracts.events import CONVERSATION_EVENTS
-from spotter_shared.contracts.rag import AMBIENT_SEARCH
+from spotter_shared.contracts.rag import AMBIENT_SEARCH, EMBED
 from spotter_shared.contracts.tools import EXECUTE_TOOL, TOOL_CALLS, TOOL_CATALOG, TOOL_CLOSE, TOOL_RESOLVE, UNDO_TOOL
 
 router = NatsRouter()
@@ -29,3 +29,4 @@ reserve_budget = bus.requester(router, RESERVE)
 settle_usage = bus.requester(router, SETTLE)
 
 ambient_search = bus.requester(router, AMBIENT_SEARCH)
+embed = bus.requester(router, EMBED)

@@ -1,5 +1,5 @@
-"""The only place that knows the Anthropic SDK: streaming one model call, and mapping provider
-failures to seed 000's stable codes."""
+"""The only place that knows the Anthropic SDK: streaming one model call (the agent), creating one
+(the summary model's summaries and titles), and mapping provider failures to seed 000's stable codes."""
 
 from __future__ import annotations
 
@@ -60,6 +60,19 @@ class ModelClient:
                     if event.type == "text":
                         await on_text(event.text)
                 final = await stream.get_final_message()
+        except anthropic.APIError as exc:
+            raise classify(exc) from exc
+        return ModelReply(
+            content=[block.model_dump(mode="json", exclude_none=True) for block in final.content],
+            stop_reason=final.stop_reason,
+            usage=usage_of(final.usage),
+        )
+
+
+    async def create(self, params: dict[str, Any]) -> ModelReply:
+        """One non-streaming call, as the summary model's short answers need nothing streamed."""
+        try:
+            final = await self._client.messages.create(**params)
         except anthropic.APIError as exc:
             raise classify(exc) from exc
         return ModelReply(

@@ -13,7 +13,7 @@ from spotter_shared.contracts.billing import (
     BudgetCheck, BudgetVerdict, ReserveBudget, Reservation, SettleUsage, Settlement,
 )
 from spotter_shared.contracts.commands import Actor, Role
-from spotter_shared.contracts.rag import AmbientHit, AmbientQuery
+from spotter_shared.contracts.rag import AmbientHit, AmbientQuery, EmbedRequest, EmbedResult
 from spotter_shared.contracts.tools import (
     CallsQuery, CallState, CatalogRequest, CloseCalls, ExecuteTool, ResolveCall, ToolOutcome, ToolSpec, UndoOutcome,
     UndoRequest,
@@ -87,3 +87,12 @@ class Peers:
             log.info("ambient search skipped: %s", type(exc).__name__)
             return []
         return res.hits
+
+    async def embed_passage(self, text: str, trace_id: str, timeout_s: float) -> EmbedResult | None:
+        """A summary's embedding from rag, or None: it is best effort, the summary text stands alone."""
+        try:
+            async with asyncio.timeout(timeout_s):
+                return await edges.embed(EmbedRequest(texts=[text[:8000]], kind="passage"), timeout=timeout_s, trace_id=trace_id)
+        except Exception as exc:  # noqa: BLE001 — conversation search falls back to lexical
+            log.info("summary embedding skipped: %s", type(exc).__name__)
+            return None

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from typing import Literal
+
 from spotter_shared.settings import CommonSettings
 
 
@@ -7,7 +9,16 @@ class OrchestratorSettings(CommonSettings):
     anthropic_api_key: str | None = None
     anthropic_base_url: str | None = None
     spotter_model: str = "claude-sonnet-5-5"
+    # Summaries (compaction) and titles; priced in billing's rate card like every configured model.
     spotter_summary_model: str = "claude-haiku-5-5"
+    spotter_summary_budget_s: float = 3.0  # seed 000: a compaction summary gets 3 s
+    spotter_title_budget_s: float = 1.5  # seed 000: a title gets 1.5 s, best effort
+    spotter_compact_at: int = 24  # messages past the latest system_note anchor
+    spotter_compact_keep: int = 6  # kept verbatim
+    spotter_embed_timeout_s: float = 1.0  # a summary's embedding (best effort)
+    # Where the per-turn context goes: "cached" = in the newest user turn, after the history (SPEC
+    # decision 15); "seed" = seed 000's third system block, kept only for the benchmark's comparison.
+    spotter_prompt_layout: Literal["cached", "seed"] = "cached"
     spotter_max_tokens: int = 4096
     spotter_max_turns: int = 6  # model round trips per controller call (seed 000 MAX_TURNS)
     spotter_rag_budget_ms: int = 800

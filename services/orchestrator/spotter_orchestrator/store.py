@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import re
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import asyncpg
@@ -41,6 +42,15 @@ class StoredMessage:
     content: Content
     turn_id: str | None
     stop_reason: str | None
+    # A user message's page, its rendered turn context (prompt.TURN_CONTEXT_KEY), an app event's
+    # facts, or a system_note's summarizedThroughMessageId.
+    page_context: dict[str, Any] | None = field(default=None, compare=False)
+
+
+@dataclass(frozen=True)
+class ConversationInfo:
+    title: str | None
+    locale: str
 
 
 def preview_of(content: Content) -> str | None:
@@ -63,22 +73,15 @@ class Store:
         )
         return _turn(row)
 
-    async def last_page_context(self, conversation_id: str) -> dict | None:
-        return await self.pool.fetchval(
-            """SELECT page_context FROM ai_messages WHERE conversation_id = $1 AND role = 'user'
-               ORDER BY position DESC LIMIT 1""",
-            uuid.UUID(conversation_id),
-        )
-
     async def begin_turn(self, cmd: SendMessage, model: str) -> TurnRecord:
-        """Create the conversation (first send) and the turn row. A redelivered command finds its
-        turn again (attempts + 1) instead of starting another."""
+        """Create the conversation (first send, in the caller's language) and the turn row. A
+        redelivered command finds its turn again (attempts + 1) instead of starting another."""
         async with self.pool.acquire() as conn, conn.transaction():
             await conn.execute(
-                """INSERT INTO ai_conversations (id, organization_id, user_id, membership_id, model, title)
-                   VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (id) DO NOTHING""",
+                """INSERT INTO ai_conversations (id, organization_id, user_id, membership_id, model, title, locale)
+                   VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (id) DO NOTHING""",
                 uuid.UUID(cmd.conversation_id), uuid.UUID(cmd.actor.organization_id), uuid.UUID(cmd.actor.user_id),
-                uuid.UUID(cmd.actor.membership_id), model, _title(cmd.message),
+                uuid.UUID(cmd.actor.membership_id), model, fallback_title(cmd.message), primary_language(cmd.actor.locale),
             )
             row = await conn.fetchrow(
                 """INSERT INTO ai_turns (id, conversation_id, command_id) VALUES ($1, $2, $3)
@@ -126,20 +129,71 @@ class Store:
         )
 
     async def messages(self, conversation_id: str) -> list[StoredMessage]:
-        """Messages for replay, from the latest system_note anchor forward (seed 000 compaction)."""
+        """Messages for replay (seed 000 compaction): the latest system_note, then every message
+        after the one it summarized through (pageContext.summarizedThroughMessageId; a note
+        without one anchors at itself). Without a note, the whole conversation."""
+        cid = uuid.UUID(conversation_id)
+        note = await self.pool.fetchrow(
+            f"""SELECT {_COLUMNS} FROM ai_messages WHERE conversation_id = $1 AND role = 'system_note'
+                ORDER BY position DESC LIMIT 1""",
+            cid,
+        )
+        after = 0
+        if note is not None:
+            through = (note["page_context"] or {}).get("summarizedThroughMessageId")
+            position = await self.pool.fetchval(
+                "SELECT position FROM ai_messages WHERE conversation_id = $1 AND id = $2", cid, _uuid_or_none(through),
+            ) if through else None
+            after = position if position is not None else note["position"]
         rows = await self.pool.fetch(
-            """SELECT id, role::text AS role, content, turn_id, stop_reason FROM ai_messages
-               WHERE conversation_id = $1
-                 AND position >= coalesce((SELECT max(position) FROM ai_messages
-                                           WHERE conversation_id = $1 AND role = 'system_note'), 0)
-               ORDER BY position""",
+            f"""SELECT {_COLUMNS} FROM ai_messages
+                WHERE conversation_id = $1 AND position > $2 AND role <> 'system_note' ORDER BY position""",
+            cid, after,
+        )
+        return [_message(r) for r in ([note] if note is not None else []) + list(rows)]
+
+    async def all_messages(self, conversation_id: str) -> list[StoredMessage]:
+        """Every message, summarized ones included (an old write can still be undone)."""
+        rows = await self.pool.fetch(
+            f"SELECT {_COLUMNS} FROM ai_messages WHERE conversation_id = $1 ORDER BY position",
             uuid.UUID(conversation_id),
         )
-        return [
-            StoredMessage(id=str(r["id"]), role=r["role"], content=r["content"],
-                          turn_id=str(r["turn_id"]) if r["turn_id"] else None, stop_reason=r["stop_reason"])
-            for r in rows
-        ]
+        return [_message(r) for r in rows]
+
+    async def conversation(self, conversation_id: str) -> ConversationInfo:
+        row = await self.pool.fetchrow("SELECT title, locale FROM ai_conversations WHERE id = $1", uuid.UUID(conversation_id))
+        return ConversationInfo(title=row["title"], locale=row["locale"])
+
+    async def add_summary(self, conversation_id: str, turn_id: str, content: Content, *, summary: str,
+                          through_message_id: str) -> str:
+        """The compaction's system_note and the conversation's searchable summary, together; the
+        previous summary's embedding no longer describes it and is cleared."""
+        async with self.pool.acquire() as conn, conn.transaction():
+            message_id = await self._append(conn, conversation_id, turn_id, "system_note", content,
+                                            page_context={"summarizedThroughMessageId": through_message_id})
+            await conn.execute(
+                """UPDATE ai_conversations SET summary = $2, summary_embedding = NULL, summary_embedding_model = NULL,
+                       updated_at = now() WHERE id = $1""",
+                uuid.UUID(conversation_id), summary,
+            )
+        return message_id
+
+    async def set_summary_embedding(self, conversation_id: str, summary: str, vector: list[float], model: str) -> bool:
+        """Store the summary's embedding, unless a newer summary replaced it meanwhile."""
+        status = await self.pool.execute(
+            """UPDATE ai_conversations SET summary_embedding = $3::real[]::vector, summary_embedding_model = $4
+               WHERE id = $1 AND summary = $2""",
+            uuid.UUID(conversation_id), summary, vector, model,
+        )
+        return status.endswith(" 1")
+
+    async def set_title(self, conversation_id: str, title: str, *, replacing: str | None) -> bool:
+        """The model's title, unless the title is no longer the one it replaces (renamed meanwhile)."""
+        status = await self.pool.execute(
+            "UPDATE ai_conversations SET title = $2 WHERE id = $1 AND title IS NOT DISTINCT FROM $3",
+            uuid.UUID(conversation_id), title, replacing,
+        )
+        return status.endswith(" 1")
 
     async def append_message(
         self,
@@ -153,24 +207,31 @@ class Store:
         usage: TurnUsage | None = None,
         model: str | None = None,
     ) -> str:
-        message_id = uuid.uuid4()
         async with self.pool.acquire() as conn, conn.transaction():
-            # Lock the conversation row so positions are dense and ordered even with racing writers.
-            await conn.execute("SELECT 1 FROM ai_conversations WHERE id = $1 FOR UPDATE", uuid.UUID(conversation_id))
-            await conn.execute(
-                """INSERT INTO ai_messages (id, conversation_id, role, content, preview, page_context, stop_reason,
-                       input_tokens, output_tokens, cache_read_tokens, cache_creation_tokens, model, turn_id, position)
-                   VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13,
-                           (SELECT coalesce(max(position), 0) + 1 FROM ai_messages WHERE conversation_id = $2))""",
-                message_id, uuid.UUID(conversation_id), role, content, preview_of(content), page_context, stop_reason,
-                usage.input_tokens if usage else None, usage.output_tokens if usage else None,
-                usage.cache_read_tokens if usage else None, usage.cache_creation_tokens if usage else None,
-                model, uuid.UUID(turn_id),
-            )
-            await conn.execute(
-                "UPDATE ai_conversations SET last_message_at = now(), updated_at = now() WHERE id = $1",
-                uuid.UUID(conversation_id),
-            )
+            return await self._append(conn, conversation_id, turn_id, role, content, page_context=page_context,
+                                      stop_reason=stop_reason, usage=usage, model=model)
+
+    @staticmethod
+    async def _append(conn: asyncpg.Connection, conversation_id: str, turn_id: str, role: str, content: Content, *,
+                      page_context: dict | None = None, stop_reason: str | None = None, usage: TurnUsage | None = None,
+                      model: str | None = None) -> str:
+        message_id = uuid.uuid4()
+        # Lock the conversation row so positions are dense and ordered even with racing writers.
+        await conn.execute("SELECT 1 FROM ai_conversations WHERE id = $1 FOR UPDATE", uuid.UUID(conversation_id))
+        await conn.execute(
+            """INSERT INTO ai_messages (id, conversation_id, role, content, preview, page_context, stop_reason,
+                   input_tokens, output_tokens, cache_read_tokens, cache_creation_tokens, model, turn_id, position)
+               VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13,
+                       (SELECT coalesce(max(position), 0) + 1 FROM ai_messages WHERE conversation_id = $2))""",
+            message_id, uuid.UUID(conversation_id), role, content, preview_of(content), page_context, stop_reason,
+            usage.input_tokens if usage else None, usage.output_tokens if usage else None,
+            usage.cache_read_tokens if usage else None, usage.cache_creation_tokens if usage else None,
+            model, uuid.UUID(turn_id),
+        )
+        await conn.execute(
+            "UPDATE ai_conversations SET last_message_at = now(), updated_at = now() WHERE id = $1",
+            uuid.UUID(conversation_id),
+        )
         return str(message_id)
 
     async def append_event(self, conversation_id: str, turn_id: str, type_: str, data: dict[str, Any],
@@ -216,10 +277,38 @@ class Store:
         )
 
 
-def _title(message: str) -> str:
-    # Seed 000 titles with Haiku (best effort); the first line, trimmed, is the fallback we store now.
+_COLUMNS = "id, role::text AS role, content, turn_id, stop_reason, page_context, position"
+
+_PRIMARY_LANGUAGE = re.compile(r"^[a-z]{2,3}$")
+# Deprecated ISO 639 codes some clients still send.
+_LEGACY_LANGUAGES = {"iw": "he", "in": "id", "ji": "yi", "jw": "jv"}
+
+
+def primary_language(tag: str | None) -> str:
+    """A conversation's language: the primary subtag of the caller's BCP-47 locale ('he-IL' → 'he',
+    'ru' → 'ru'); anything that is not one is English."""
+    primary = (tag or "").strip().replace("_", "-").split("-")[0].lower()
+    primary = _LEGACY_LANGUAGES.get(primary, primary)
+    return primary if _PRIMARY_LANGUAGE.match(primary) else "en"
+
+
+def fallback_title(message: str) -> str:
+    # The first line, trimmed: the title until the summary model writes one (best effort, titles.py).
     first = message.strip().splitlines()[0] if message.strip() else "New conversation"
     return first[:80]
+
+
+def _uuid_or_none(value: Any) -> uuid.UUID | None:
+    try:
+        return uuid.UUID(str(value))
+    except ValueError:
+        return None
+
+
+def _message(r: asyncpg.Record) -> StoredMessage:
+    return StoredMessage(id=str(r["id"]), role=r["role"], content=r["content"],
+                         turn_id=str(r["turn_id"]) if r["turn_id"] else None, stop_reason=r["stop_reason"],
+                         page_context=r["page_context"])
 
 
 def _turn(row: asyncpg.Record) -> TurnRecord:

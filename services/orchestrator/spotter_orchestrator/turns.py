@@ -19,7 +19,7 @@ from typing import Any
 
 from spotter_shared import bus, telemetry
 from spotter_shared.contracts.commands import (
-    Admission, AdmitCommand, CancelSuspended, CancelTurn, ConfirmTool, PageContext, PickTool, SendMessage, TurnCommand,
+    Admission, AdmitCommand, CancelSuspended, CancelTurn, ConfirmTool, PickTool, SendMessage, TurnCommand,
     UndoTool,
 )
 from spotter_shared.contracts.events import ConversationStarted, Done, ErrorEvent, TurnUsage
@@ -33,9 +33,10 @@ from .emitter import Emitter
 from .loop import CallModel, Failed, Finished, LoopContext, ModelLoop, Outcome, RunTools, Suspended, Step
 from .model import ModelClient
 from .peers import Peers
-from .prompt import system_blocks, tool_params
+from .prompt import TURN_CONTEXT_KEY, Layout, system_blocks, tool_params, turn_context
 from .settings import OrchestratorSettings
 from .store import OrgContext, StoredMessage, Store, TurnRecord
+from .summaries import Summaries
 
 log = logging.getLogger(__name__)
 
@@ -92,6 +93,7 @@ class TurnRunner:
         self._events = events
         self._cancels = cancels
         self._loop = ModelLoop(store, peers, model)
+        self._summaries = Summaries(settings, store, peers, model)
         self._running: dict[str, asyncio.Task[Outcome]] = {}
 
     @property
@@ -101,7 +103,13 @@ class TurnRunner:
     # Commands -------------------------------------------------------------------------------------
     async def send(self, cmd: SendMessage, delivery: Delivery) -> None:
         turn = await self._store.begin_turn(cmd, self._settings.spotter_model)
-        await self._turn(_meta(cmd), turn, delivery, lambda emitter, t: self._run_send(cmd, t, emitter, delivery))
+        outcome = await self._turn(_meta(cmd), turn, delivery, lambda emitter, t: self._run_send(cmd, t, emitter, delivery))
+        if cmd.is_new and isinstance(outcome, Finished):
+            # After `done` is out (the client never waits for it): best effort, its own budget.
+            try:
+                await self._summaries.title(cmd)
+            except Exception as exc:  # noqa: BLE001 — a title never fails a turn that already finished
+                telemetry.event(log, "agent.title.failed", reason="internal", error=type(exc).__name__, traceId=cmd.trace_id)
 
     async def confirm(self, cmd: ConfirmTool, delivery: Delivery) -> None:
         turn = await self._begin(cmd, "confirm", cmd.tool_use_id)
@@ -131,15 +139,16 @@ class TurnRunner:
         return await self._store.begin_command_turn(cmd.turn_id, cmd.conversation_id, cmd.command_id, kind, tool_use_id)
 
     # The frame every turn runs in ---------------------------------------------------------------------
-    async def _turn(self, meta: TurnMeta, turn: TurnRecord, delivery: Delivery, body: Body) -> None:
+    async def _turn(self, meta: TurnMeta, turn: TurnRecord, delivery: Delivery, body: Body) -> Outcome | None:
+        """Run one turn to its last event; its outcome, or None when it was not run here."""
         if turn.status != "running":
             log.info("turn %s already %s; duplicate command ignored", turn.id, turn.status)
-            return
+            return None
         if not await self._lock.claim(meta.conversation_id, meta.turn_id):
             # Only possible when our lease expired and another turn started: never interleave.
             log.warning("conversation %s is held by another turn; dropping %s", meta.conversation_id, meta.turn_id)
             await self._store.finish_turn(meta.turn_id, "aborted", ErrorCode.CONVERSATION_BUSY)
-            return
+            return None
         emitter = Emitter(self._store, self._events, meta.conversation_id, meta.turn_id)
         renew = asyncio.create_task(self._keep_lease(meta))
 
@@ -155,6 +164,7 @@ class TurnRunner:
             await self._finish(meta, emitter, outcome, let_go)
         finally:
             await let_go()
+        return outcome
 
     async def _outcome(self, meta: TurnMeta, turn: TurnRecord, delivery: Delivery, emitter: Emitter, body: Body) -> Outcome:
         if delivery.attempt > self._settings.spotter_max_deliveries:
@@ -194,12 +204,13 @@ class TurnRunner:
         match outcome:
             case Finished():
                 await emitter.finish(Done(conversation_id=meta.conversation_id, usage=usage), "completed", before_publish=let_go)
-                total_in = usage.input_tokens + usage.cache_read_tokens
+                # Both ratios: seed 000's read / (read + input) reads ~1.0 even when every call
+                # re-writes the conversation; the honest one counts the writes too.
                 telemetry.event(
                     log, "agent.turn.completed", inputTokens=usage.input_tokens, outputTokens=usage.output_tokens,
                     cacheReadTokens=usage.cache_read_tokens, cacheCreationTokens=usage.cache_creation_tokens,
-                    costUsdMicros=usage.cost_usd_micros,
-                    cacheHitRatio=round(usage.cache_read_tokens / total_in, 3) if total_in else 0.0,
+                    costUsdMicros=usage.cost_usd_micros, cacheHitRatio=usage.cache_hit_ratio,
+                    cacheReadRatio=usage.cache_read_ratio,
                 )
             case Suspended():
                 # Seed 000: the loop suspends and the controller emits `done` with usage 0.
@@ -228,18 +239,21 @@ class TurnRunner:
                 return Failed(ErrorCode.AGENT_BUDGET_EXCEEDED, verdict.message or "Daily AI budget reached.")
             await self._close_open_batch(cmd, stored, "superseded_by_user",
                                          "The user sent a new message instead of answering; this was not run.")
-            content = [{"type": "text", "text": cmd.message}]
-            page = cmd.page_context.model_dump(mode="json") if cmd.page_context else None
-            await self._store.append_message(cmd.conversation_id, cmd.turn_id, "user", content, page_context=page)
-            stored = await self._store.messages(cmd.conversation_id)
+            await delivery.keepalive()
+            # Ambient search runs once per user message; a redelivered turn replays the stored block.
+            ambient = await self._peers.ambient(cmd.actor.organization_id, cmd.message, cmd.trace_id)
+            page = cmd.page_context.model_dump(mode="json") if cmd.page_context else {}
+            page[TURN_CONTEXT_KEY] = turn_context(org, cmd.actor, cmd.page_context, ambient, datetime.now(UTC))
+            await self._store.append_message(cmd.conversation_id, cmd.turn_id, "user",
+                                             [{"type": "text", "text": cmd.message}], page_context=page)
+            await delivery.keepalive()
+            stored = await self._summaries.compact(cmd, await self._store.messages(cmd.conversation_id))
 
-        await delivery.keepalive()
-        ambient = await self._peers.ambient(cmd.actor.organization_id, cmd.message, cmd.trace_id)
-        ctx = await self._context(cmd, turn, emitter, logged, org_page=cmd.page_context, ambient=ambient, org=org)
+        ctx = await self._context(cmd, turn, emitter, logged, stored, org=org)
         step = resume_point(stored, cmd.turn_id, ctx.specs)
         if isinstance(step, CallModel):
             emitter.suppress_prefix(len(unfinished_text(logged)))
-        return await self._loop.drive(ctx, history_of(stored), step)
+        return await self._loop.drive(ctx, history_of(stored, self._settings.spotter_prompt_layout), step)
 
     async def _close_open_batch(self, cmd: TurnCommand, stored: list[StoredMessage], code: str, message: str) -> None:
         """Replay-integrity guard (seed 000), applied when writing: an assistant tool batch left
@@ -283,7 +297,9 @@ class TurnRunner:
 
     async def _batch(self, cmd: TurnCommand | AdmitCommand, tool_use_id: str, specs: Mapping[str, ToolSpec]) -> BatchView:
         stored = await self._store.messages(cmd.conversation_id)
-        found = find_batch(stored, tool_use_id, specs)
+        # A call compaction summarized away is still the conversation's (an old write can be undone).
+        found = find_batch(stored, tool_use_id, specs) or find_batch(await self._store.all_messages(cmd.conversation_id),
+                                                                    tool_use_id, specs)
         if found is None:
             return BatchView(stored=stored, message=None, calls=(), states={})
         message, calls = found
@@ -312,9 +328,10 @@ class TurnRunner:
     # confirm / pick ---------------------------------------------------------------------------------
     async def _run_resolution(self, cmd: ConfirmTool | PickTool, turn: TurnRecord, emitter: Emitter) -> Outcome:
         logged = await self._store.turn_events(cmd.conversation_id, cmd.turn_id) if turn.attempts > 1 else []
-        page = await self._store.last_page_context(cmd.conversation_id)
-        ctx = await self._context(cmd, turn, emitter, logged, org_page=PageContext.model_validate(page) if page else None, ambient=[])
-        view = await self._batch(cmd, cmd.tool_use_id, ctx.specs)
+        specs = await self._peers.tools(cmd.actor.role, cmd.trace_id)
+        view = await self._batch(cmd, cmd.tool_use_id, {s.name: s for s in specs})
+        # No new context: the prompt is the stored conversation, re-read from the cache.
+        ctx = await self._context(cmd, turn, emitter, logged, view.stored)
         if turn.attempts == 1:
             # The gateway was told yes, but another click may have resolved the call since.
             command: Resolution = "pick" if isinstance(cmd, PickTool) else "confirm"
@@ -332,7 +349,7 @@ class TurnRunner:
             except RemoteError as exc:
                 error = exc.as_spotter()
                 return Failed(error.code, error.message)
-        history = history_of(view.stored)
+        history = history_of(view.stored, self._settings.spotter_prompt_layout)
         step = await self._loop.advance(ctx, history, RunTools(message_id=view.message.id, calls=view.calls), known)
         return await self._loop.drive(ctx, history, step)
 
@@ -395,14 +412,15 @@ class TurnRunner:
 
     # helpers ----------------------------------------------------------------------------------------
     async def _context(self, cmd: TurnCommand, turn: TurnRecord, emitter: Emitter, logged: list[dict[str, Any]],
-                       *, org_page: PageContext | None, ambient: list, org: OrgContext | None = None) -> LoopContext:
+                       stored: list[StoredMessage], *, org: OrgContext | None = None) -> LoopContext:
         org = org or await self._store.org_context(cmd.actor.organization_id, cmd.actor.user_id)
         specs = await self._peers.tools(cmd.actor.role, cmd.trace_id)
+        seed = latest_turn_context(stored) if self._settings.spotter_prompt_layout == "seed" else None
         return LoopContext(
             conversation_id=cmd.conversation_id, turn_id=cmd.turn_id, trace_id=cmd.trace_id, actor=cmd.actor,
             model=self._settings.spotter_model, max_tokens=self._settings.spotter_max_tokens,
             max_rounds=self._settings.spotter_max_turns,
-            system=system_blocks(org, cmd.actor, org_page, ambient, datetime.now(UTC)),
+            system=system_blocks(org, seed),
             tools=tool_params(specs), specs={s.name: s for s in specs}, emitter=emitter,
             rounds=turn.model_calls,
             already_announced={e["toolUseId"] for e in logged if e["type"] == "tool_started"},
@@ -415,9 +433,26 @@ def _meta(cmd: TurnCommand) -> TurnMeta:
     return TurnMeta(conversation_id=cmd.conversation_id, turn_id=cmd.turn_id, trace_id=cmd.trace_id)
 
 
-def history_of(stored: list[StoredMessage]) -> History:
-    return [{"role": "assistant" if m.role == "assistant" else "user", "content": m.content}
-            for m in stored if m.role != "system_note"]
+def history_of(stored: list[StoredMessage], layout: Layout = "cached") -> History:
+    """The model's messages from the stored replay, the same bytes every time: the summary note as a
+    user-side text, and (layout "cached") each user message's stored turn context before its words."""
+    history: History = []
+    for m in stored:
+        content = m.content
+        if layout == "cached" and m.role == "user" and (context := turn_context_of(m)):
+            content = [{"type": "text", "text": context}, *content]
+        history.append({"role": "assistant" if m.role == "assistant" else "user", "content": content})
+    return history
+
+
+def turn_context_of(message: StoredMessage) -> str | None:
+    value = (message.page_context or {}).get(TURN_CONTEXT_KEY)
+    return value if isinstance(value, str) and value else None
+
+
+def latest_turn_context(stored: list[StoredMessage]) -> str | None:
+    """Seed layout only: the newest user message's context, as seed 000's third system block."""
+    return next((c for m in reversed(stored) if m.role == "user" and (c := turn_context_of(m))), None)
 
 
 def find_batch(stored: list[StoredMessage], tool_use_id: str,
