@@ -153,6 +153,17 @@ async def test_q_finds_a_title_by_its_words_and_by_part_of_a_word(http: httpx.As
     assert (await found(http, studio, "isk"))[0] == [risk]
 
 
+async def test_q_finds_hebrew_and_russian_titles_by_their_words(http: httpx.AsyncClient, studio: Studio,
+                                                                 convs: Conversations) -> None:
+    squats = await convs.add("Приседания со штангой для новичков")
+    schedule = await convs.add("לוח זמנים של שיעורי סקוואט")
+    await convs.add("Open gym tomorrow")
+    # Needs a database whose LC_CTYPE knows these letters (the devstack's clusters: C.UTF-8).
+    assert (await found(http, studio, "ПРИСЕДАНИЯ"))[0] == [squats]
+    assert (await found(http, studio, "присед"))[0] == [squats]
+    assert (await found(http, studio, "סקוואט"))[0] == [schedule]
+
+
 async def test_search_items_are_the_list_items(http: httpx.AsyncClient, studio: Studio, convs: Conversations,
                                                rag: Rag) -> None:
     await convs.add("Open gym tomorrow", locale="he")

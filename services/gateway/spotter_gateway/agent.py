@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import unicodedata
 import uuid
@@ -19,6 +18,7 @@ from sse_starlette import EventSourceResponse
 from spotter_shared import bus
 from spotter_shared.contracts.billing import UsageQuery
 from spotter_shared.contracts.commands import PageContext, SendMessage, TurnCommand
+from spotter_shared.contracts.events import Done, ErrorEvent, TurnUsage
 from spotter_shared.contracts.rag import EmbedRequest
 from spotter_shared.errors import ErrorCode, RemoteError, SpotterError
 from spotter_shared.turnlock import TurnLock
@@ -64,11 +64,11 @@ def sse_response(request: Request, events: AsyncIterator[dict[str, Any]]) -> Eve
 
 def transient_error(code: ErrorCode, message: str, trace: str, conversation_id: str | None) -> list[dict[str, Any]]:
     """An error that is not part of the conversation's log (nothing happened), so it has no id."""
-    events = [{"event": "error", "data": json.dumps({"type": "error", "code": code, "message": message, "traceId": trace})}]
+    events = [{"event": "error", "data": ErrorEvent(code=code, message=message, trace_id=trace).model_dump_json()}]
     if conversation_id:
-        done = {"type": "done", "conversationId": conversation_id, "usage": {
-            "inputTokens": 0, "outputTokens": 0, "cacheReadTokens": 0, "cacheCreationTokens": 0, "costUsdMicros": 0}}
-        events.append({"event": "done", "data": json.dumps(done)})
+        # The same `done` the orchestrator sends, with nothing used.
+        done = Done(conversation_id=conversation_id, usage=TurnUsage())
+        events.append({"event": "done", "data": done.model_dump_json()})
     return events
 
 
