@@ -9,6 +9,7 @@ a floor must stay above so that ambient context finds nothing in them.
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections import defaultdict
 from typing import Any, Optional, Sequence
@@ -56,14 +57,22 @@ async def measure_modes(database_url: str, org_id: str, queries: Sequence[Any], 
             docs = await _documents(conn, org, E5_MODEL)
         ranks: dict[str, dict[str, Optional[int]]] = {"lexical": {}, "semantic": {}}
         lexical = HybridSearch(pool, None)
+        lexical_s, embed_s = [], []
         for q in queries:
             hits = await lexical.search(org_id, q.query, [q.scope], top_k)
             ranks["lexical"][q.id] = _rank([h.id for h in hits], expected[q.id])
+            t = time.perf_counter()
+            await lexical.ambient(org_id, q.query)  # the lexical half of an ambient search, all four scopes
+            lexical_s.append(time.perf_counter() - t)
         if not docs:
             return {"ranks": {"lexical": ranks["lexical"]}, "floor": None,
                     "note": f"semantic half not measured: the index has no {E5_MODEL} vectors (models: {models})"}
         await e5.start()
-        vectors = await e5.embed([q.query for q in queries], "query")
+        vectors = []
+        for q in queries:  # one at a time, as a turn's message is embedded
+            t = time.perf_counter()
+            vectors += await e5.embed([q.query], "query")
+            embed_s.append(time.perf_counter() - t)
         right, wrong = [], []
         for q, v in zip(queries, vectors):
             ids, matrix = docs.get(q.scope, ([], np.zeros((0, 384), np.float32)))
@@ -90,6 +99,8 @@ async def measure_modes(database_url: str, org_id: str, queries: Sequence[Any], 
     } for f in FLOORS]
     return {
         "ranks": ranks,
+        # The two halves of an ambient search timed apart (rag runs them side by side).
+        "components_ms": {"lexical_ambient": _ms(lexical_s), "query_embedding": _ms(embed_s)},
         "floor": {
             "model": E5_MODEL,
             "rag_floor": rag_floor,
@@ -113,3 +124,10 @@ def _spread(xs: Sequence[float]) -> dict[str, Optional[float]]:
     return {"n": len(xs), "min": round(float(a.min()), 3), "p10": round(float(np.percentile(a, 10)), 3),
             "median": round(float(np.median(a)), 3), "p90": round(float(np.percentile(a, 90)), 3),
             "max": round(float(a.max()), 3)}
+
+
+def _ms(seconds: Sequence[float]) -> dict[str, Optional[float]]:
+    if not seconds:
+        return {"p50": None, "p95": None}
+    a = np.asarray(seconds) * 1000
+    return {"p50": round(float(np.percentile(a, 50)), 1), "p95": round(float(np.percentile(a, 95)), 1)}
