@@ -14,6 +14,8 @@ from spotter_shared.contracts import CATALOG
 from spotter_shared.db import migrate
 from spotter_shared.settings import AuthSettings, CommonSettings
 
+from . import reindex
+
 
 def _migrate(_: argparse.Namespace) -> int:
     # CommonSettings, not AuthSettings: a migration job needs the database, not the JWT set-up.
@@ -111,6 +113,7 @@ def main(argv: list[str] | None = None) -> None:
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("migrate", help="apply database migrations").set_defaults(func=_migrate)
     sub.add_parser("seed-demo", help="create the demo studio (idempotent)").set_defaults(func=_seed)
+    reindex.register(sub)
     token = sub.add_parser("token", help="print a development JWT for a seeded user")
     token.add_argument("email")
     token.set_defaults(func=_token)

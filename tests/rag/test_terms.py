@@ -1,0 +1,78 @@
+"""Term extraction in English, Hebrew and Russian, and the consonant-skeleton keys that let a
+name written in one script find its spelling in another. Pure functions: no servers."""
+
+from __future__ import annotations
+
+import pytest
+
+from spotter_rag.phonetic import name_keys, query_patterns, skeletons
+from spotter_rag.terms import extract_terms, like_pattern, name_pattern
+
+
+def words(text: str) -> list[str]:
+    return [t.word for t in extract_terms(text)]
+
+
+def test_english_intent_words_and_stopwords_are_stripped() -> None:
+    assert words("can you find saar and tell me about their payment plan") == ["saar"]
+    assert words("Show me Saar's workouts on Monday 13:00 pm, the CrossFit class") == ["saar", "crossfit"]
+    assert words("I'm looking for a squat variation for someone with bad knees") == ["squat", "knees"]
+    assert words("can you please tell me what we have for today and tomorrow at 10 am?") == []
+
+
+def test_hebrew_stopwords_also_behind_a_prefix() -> None:
+    assert words("תמצא לי בבקשה את סער כהן ומה מצב התשלום שלו") == ["סער", "כהן"]
+    # "והיום" is ו + היום, "בשבוע" is ב + שבוע: calendar words behind a prefix.
+    assert words("מה עם דן והיום בשבוע הבא") == ["דן"]
+    assert words("מה שלומך היום? הכל טוב אצלי, תודה רבה על העזרה") == []
+
+
+def test_russian_stopwords_and_intent_words() -> None:
+    assert words("Найди, пожалуйста, Саара Коэна и скажи, оплатил ли он") == ["саара", "коэна"]
+    assert words("добавь в завтрашнюю тренировку приседания со штангой") == ["приседания", "штангой"]
+    assert words("Привет, как дела? У меня всё хорошо, спасибо за помощь") == []
+
+
+def test_variants_strip_hebrew_prefixes_and_russian_or_english_endings() -> None:
+    (squat,) = extract_terms("ובסקוואט")
+    assert squat.variants == ("ובסקוואט", "בסקוואט", "סקוואט")
+    # Never down to two letters: "כהן" is a name, not כ + "הן".
+    assert extract_terms("כהן")[0].variants == ("כהן",)
+    assert extract_terms("Коэном")[0].variants == ("коэном", "коэн")
+    assert extract_terms("приседаний")[0].variants == ("приседаний", "приседан")
+    assert extract_terms("squats")[0].variants == ("squats", "squat")
+
+
+def test_like_wildcards_are_literal_and_short_words_match_whole() -> None:
+    assert extract_terms("a_b 100% __ x")[0].word == "a_b"
+    assert like_pattern("o_k%") == "%o\\_k\\%%"
+    assert like_pattern("דן") == "% דן %"
+    assert name_pattern("saar") == "% saar%"
+    assert name_pattern("bar") == "% bar %"
+    assert name_pattern("pull-up") == "% pull up%"
+
+
+@pytest.mark.parametrize(
+    ("spellings", "key"),
+    [
+        (("Saar", "סער", "Саар", "Саара"), "sr"),
+        (("Cohen", "כהן", "Коэн", "Коэна"), "kn"),
+        (("Levi", "לוי", "Леви"), "lb"),
+        (("Katz", "כץ", "Кац"), "kc"),
+        (("Michael", "מיכאל", "Михаил"), "mkl"),
+        (("Friedman", "פרידמן", "Фридман"), "prdmn"),
+        (("CrossFit", "קרוספיט", "кроссфит"), "krspt"),
+        (("squat", "סקוואט", "сквот"), "skbt"),
+    ],
+)
+def test_one_name_one_skeleton_in_every_script(spellings: tuple[str, ...], key: str) -> None:
+    for spelling in spellings:
+        assert key in skeletons(spelling), spelling
+
+
+def test_keys_only_look_across_scripts() -> None:
+    assert name_keys("Saar Cohen") == ["9lsr9", "9lkn9"]
+    # A Hebrew word looks for Latin and Cyrillic spellings, never for Hebrew ones (those match as text).
+    assert query_patterns("סער") == ["%9lsr9%", "%9csr9%"]
+    # One consonant says nothing.
+    assert skeletons("Noa") == [] and query_patterns("איתי") == []
