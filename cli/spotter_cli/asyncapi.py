@@ -27,6 +27,8 @@ def brokers() -> dict[str, NatsBroker]:
     from spotter_rag.main import RagSettings, create_app as rag_app
     from spotter_tool_runner.main import ToolRunnerSettings, create_app as tool_runner_app
 
+    from spotter_cli.reindex import create_broker as cli_broker
+
     # A fixed server URL: the document must not depend on the environment it is generated in.
     url = {"nats_url": DOC_SERVER}
     return {
@@ -35,6 +37,7 @@ def brokers() -> dict[str, NatsBroker]:
         "tool-runner": tool_runner_app(ToolRunnerSettings(**url)).broker,
         "billing": billing_app(BillingSettings(**url)).broker,
         "rag": rag_app(RagSettings(**url)).broker,
+        "cli": cli_broker(DOC_SERVER)[0],
     }
 
 

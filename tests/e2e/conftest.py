@@ -46,6 +46,10 @@ def platform(stack: StackUrls, db_url: str, tmp_path_factory: pytest.TempPathFac
         "SPOTTER_TURN_LOCK_TTL_S": "6",
         "SPOTTER_PROVIDER_RETRIES": "0",
         "SPOTTER_TOOL_TIMEOUT_S": "3",
+        # Rag indexes what a test asks for (REINDEX of its studio), not every studio of the session
+        # in the background: the sweep's embeddings would compete for the 2 cores with every test.
+        "RAG_SWEEP_INTERVAL_S": "0",
+        "SPOTTER_SEARCH_EMBED_TIMEOUT_S": "3",
     }
     logs = tmp_path_factory.mktemp("platform-logs")
     procs = start_services(env, [SIMULATOR, *SERVICES], output=False, log_dir=logs)

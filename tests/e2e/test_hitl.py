@@ -14,7 +14,8 @@ from tests.factories import make_studio
 from .client import Sim, Stream, auth, send, sse
 from .helpers import assert_requests_valid, message_roles, rows
 
-ZERO = {"inputTokens": 0, "outputTokens": 0, "cacheReadTokens": 0, "cacheCreationTokens": 0, "costUsdMicros": 0}
+ZERO = {"inputTokens": 0, "outputTokens": 0, "cacheReadTokens": 0, "cacheCreationTokens": 0, "costUsdMicros": 0,
+        "cacheReadRatio": 0.0}
 
 
 def base(studio, cid: str) -> str:

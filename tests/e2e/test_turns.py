@@ -40,7 +40,8 @@ async def test_read_tool_turn_streams_in_order_and_persists(http: httpx.AsyncCli
     assert [m["name"] for m in completed["output"]["members"]] == ["Saar Levi"]
     assert "Saar Levi" in stream.text() and "overdue" in stream.text()
     usage = stream.of("done")[0]["usage"]
-    assert set(usage) == {"inputTokens", "outputTokens", "cacheReadTokens", "cacheCreationTokens", "costUsdMicros"}
+    assert set(usage) == {"inputTokens", "outputTokens", "cacheReadTokens", "cacheCreationTokens", "costUsdMicros",
+                          "cacheReadRatio"}
     assert usage["outputTokens"] > 0 and usage["costUsdMicros"] > 0
 
     cid = stream.conversation_id
@@ -50,10 +51,12 @@ async def test_read_tool_turn_streams_in_order_and_persists(http: httpx.AsyncCli
     assert executions[0]["duration_ms"] is not None
     logged = await rows(pool, "SELECT seq, type FROM ai_conversation_events WHERE conversation_id = $1 ORDER BY seq", uuid.UUID(cid))
     assert [r["type"] for r in logged] == types
+    # The title (summary model, after `done`) is billed to the same day and conversation: at least the turn.
     daily = await rows(pool, "SELECT messages, cost_usd_micros, output_tokens FROM ai_usage_daily WHERE organization_id = $1", uuid.UUID(studio.org.id))
-    assert daily == [{"messages": 1, "cost_usd_micros": usage["costUsdMicros"], "output_tokens": usage["outputTokens"]}]
+    assert len(daily) == 1 and daily[0]["messages"] == 1
+    assert daily[0]["cost_usd_micros"] >= usage["costUsdMicros"] and daily[0]["output_tokens"] >= usage["outputTokens"]
     conv = (await rows(pool, "SELECT cost_usd_micros, total_output_tokens FROM ai_conversation_usage WHERE conversation_id = $1", uuid.UUID(cid)))[0]
-    assert conv == {"cost_usd_micros": usage["costUsdMicros"], "total_output_tokens": usage["outputTokens"]}
+    assert conv["cost_usd_micros"] >= usage["costUsdMicros"] and conv["total_output_tokens"] >= usage["outputTokens"]
     assert_requests_valid(await sim.requests())
 
 
@@ -69,7 +72,8 @@ async def test_second_turn_reads_prompt_cache_and_keeps_history(http: httpx.Asyn
     assert await message_roles(pool, first.conversation_id) == ["user", "assistant", "tool_result", "assistant"] * 2
     request = (await sim.requests())[-1]["body"]
     system = request["system"]
-    assert [b.get("cache_control") for b in system] == [{"type": "ephemeral", "ttl": "1h"}, {"type": "ephemeral", "ttl": "1h"}, None]
+    # Static prompt and organization, both 1 h; the per-turn context lives in the user turn, after the history.
+    assert [b.get("cache_control") for b in system] == [{"type": "ephemeral", "ttl": "1h"}, {"type": "ephemeral", "ttl": "1h"}]
     assert request["tools"][-1]["cache_control"] == {"type": "ephemeral", "ttl": "1h"}
     assert request["messages"][-1]["content"][-1]["cache_control"] == {"type": "ephemeral"}
     assert all(tool["name"].count("__") == 1 for tool in request["tools"])

@@ -58,3 +58,8 @@ async def memo(e5: E5Embedder, pool: asyncpg.Pool, binary_redis: Redis) -> MemoE
 async def library(pool: asyncpg.Pool, memo: MemoEmbedder) -> None:
     """The global exercise library in the index (~170 passages; the memo makes repeats cheap)."""
     await Indexer(pool, memo).reindex_library()
+
+
+async def library_size(pool: asyncpg.Pool) -> int:
+    """Entries of the global exercise library: every organization's reindex also covers them."""
+    return await pool.fetchval("SELECT count(*) FROM exercises WHERE organization_id IS NULL AND deleted_at IS NULL")

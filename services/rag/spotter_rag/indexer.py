@@ -113,10 +113,10 @@ class Indexer:
         return counts
 
     async def reindex(self, org_id: str | uuid.UUID | None = None) -> ReindexResult:
-        """Bring one organization's documents up to date, or (None) everything: every organization
-        and the global exercise library."""
+        """Bring up to date what one organization's searches read — its documents and the global
+        exercise library (a no-op when current) — or (None) everything: every organization too."""
         org = parse_uuid(org_id, "organizationId")
-        return await self._rebuild(_Selection(org, library=org is None, every_org=org is None))
+        return await self._rebuild(_Selection(org, library=True, every_org=org is None))
 
     async def reindex_library(self) -> ReindexResult:
         """Only the global exercise library (every studio sees it)."""

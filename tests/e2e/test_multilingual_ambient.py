@@ -1,0 +1,119 @@
+"""Ambient context in Hebrew and Russian, end to end (issue 8): a coach's question in either
+language reaches the model with the right member and the right exercise in the turn's
+`<ambient_context>` block — found by rag's hybrid search over the studio (indexed through the
+REINDEX subject, as `spotter reindex` does) and the global exercise library, whose entries carry
+Hebrew and Russian names. The studio's member is spelled in Latin letters; the questions spell
+him in Hebrew and Cyrillic."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from typing import Any
+
+import asyncpg
+import httpx
+import nats
+import pytest
+
+from spotter_shared.contracts.rag import REINDEX, ReindexRequest, ReindexResult
+from tests.factories import make_studio
+
+from .client import Sim, send
+from .conftest import Platform
+
+MEMBERS = [
+    {"full_name": "Saar Cohen", "plan": "Unlimited", "payment_status": "paid"},
+    {"full_name": "Dana Levi", "plan": "3x/week", "payment_status": "overdue"},
+    {"full_name": "Olga Petrova", "plan": "Unlimited", "payment_status": "paid"},
+]
+
+
+async def reindex(platform: Platform, org_id: str) -> ReindexResult:
+    nc = await nats.connect(platform.env["NATS_URL"])
+    try:
+        for attempt in range(50):  # rag may still be subscribing when the first test of a session runs
+            try:
+                msg = await nc.request(REINDEX.subject, ReindexRequest(organization_id=org_id).to_bytes(), timeout=120)
+                break
+            except nats.errors.NoRespondersError:
+                await asyncio.sleep(0.2)
+        else:
+            raise AssertionError("rag never answered REINDEX")
+    finally:
+        await nc.close()
+    return ReindexResult.model_validate_json(msg.data)
+
+
+def ambient_of(body: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """(scope, label, id) of each ambient hit in the newest user turn of a model request."""
+    text = "\n".join(b.get("text", "") for b in body["messages"][-1]["content"] if b.get("type") == "text")
+    block = re.search(r'<ambient_context untrusted="true">\n(.*?)\n</ambient_context>', text, re.S)
+    assert block, f"no ambient block in the newest user turn: {text[:600]}"
+    return [(m[1], m[2], m[3]) for m in
+            (re.match(r"- (\w+) (.+?) \(id ([0-9a-f-]+)\)", line) for line in block.group(1).splitlines()) if m]
+
+
+async def last_request_with(sim: Sim, words: str) -> dict[str, Any]:
+    for entry in reversed(await sim.requests()):
+        body = entry.get("body") or {}
+        if any(words in b.get("text", "") for m in body.get("messages", [])[-1:] for b in m["content"]):
+            return body
+    raise AssertionError(f"no model request carried {words!r}")
+
+
+@pytest.fixture
+async def studio(pool: asyncpg.Pool, platform: Platform):
+    s = await make_studio(pool, extra_members=MEMBERS, programs=["Strength Foundations", "Marathon Prep"])
+    result = await reindex(platform, s.org.id)
+    assert result.indexed >= len(MEMBERS) + 2 and result.model
+    return s
+
+
+async def global_exercise_ids(pool: asyncpg.Pool, names: list[str]) -> dict[str, str]:
+    rows = await pool.fetch("SELECT name, id FROM exercises WHERE organization_id IS NULL AND name = ANY($1)", names)
+    return {r["name"]: str(r["id"]) for r in rows}
+
+
+@pytest.mark.parametrize("question", [
+    # "Build Saar Cohen a workout with back squats for next week"
+    "תבנה לסער כהן אימון עם סקוואט אחורי לשבוע הבא",
+    # "Put together a workout with barbell squats for Saar Cohen"
+    "Составь тренировку с приседаниями со штангой для Саар Коэн",
+], ids=["hebrew", "russian"])
+async def test_question_finds_member_and_exercise(question: str, studio, http: httpx.AsyncClient,
+                                                   pool: asyncpg.Pool, sim: Sim) -> None:
+    stream = await send(http, studio.org.id, studio.owner.user_id, question)
+    assert stream.status == 200 and stream.types()[-1] == "done" and not stream.of("error"), stream.events
+
+    hits = ambient_of(await last_request_with(sim, question))
+    saar = studio.people["Saar Cohen"].membership_id
+    assert ("member", "Saar Cohen", saar) in hits, hits
+    # Only Saar: the other members are not named in the question.
+    assert [h for h in hits if h[0] == "member"] == [("member", "Saar Cohen", saar)]
+    squats = await global_exercise_ids(pool, ["Back Squat", "Front Squat", "Goblet Squat", "Overhead Squat",
+                                              "Pause Squat", "Box Squat", "Zercher Squat", "Air Squat"])
+    exercise_ids = {h[2] for h in hits if h[0] == "exercise"}
+    assert exercise_ids & set(squats.values()), (hits, squats)
+    assert squats["Back Squat"] in exercise_ids, hits
+    assert len(hits) <= 5
+
+
+async def test_chit_chat_gets_no_ambient_context(studio, http: httpx.AsyncClient, sim: Sim) -> None:
+    # "Good morning, how are you doing today, my friend?" — 30+ characters, names nothing in the studio.
+    question = "Доброе утро, как у тебя сегодня дела, мой друг?"
+    stream = await send(http, studio.org.id, studio.owner.user_id, question)
+    assert stream.status == 200 and stream.types()[-1] == "done", stream.events
+    body = await last_request_with(sim, question)
+    text = "\n".join(b.get("text", "") for b in body["messages"][-1]["content"] if b.get("type") == "text")
+    assert "<turn_context>" in text and "<ambient_context" not in text, text[:800]
+
+
+async def test_reindex_subject_refuses_a_bad_organization_id(platform: Platform) -> None:
+    nc = await nats.connect(platform.env["NATS_URL"])
+    try:
+        msg = await nc.request(REINDEX.subject, b'{"organizationId": "not-a-uuid"}', timeout=10)
+    finally:
+        await nc.close()
+    assert msg.headers and msg.headers.get("spotter-error"), msg.data
+    assert b"invalid_request" in msg.data
