@@ -2,9 +2,10 @@
 rag's own HybridSearch without an embedder; the semantic one is the exact nearest neighbours of the
 query's e5 embedding among the scope's indexed vectors (what HNSW approximates, see bench_ann.py).
 
-The same vectors calibrate the semantic floor: the cosine of each query's right answer, of the best
-wrong one in its scope, and of the nearest document to messages that name nothing (chit-chat), which
-a floor must stay above so that ambient context finds nothing in them.
+The same vectors check rag's semantic floors, per scope, as ambient search uses them (it embeds the
+message's terms, not its whole text): the cosine of each question's right answer, of the best wrong
+one in its scope, and of the nearest document of each scope to messages that name nothing
+(chit-chat), which a floor must stay above so that ambient context finds nothing in them.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Any, Optional, Sequence
 import asyncpg
 import numpy as np
 
-FLOORS = tuple(round(0.80 + 0.005 * i, 3) for i in range(17))  # 0.800 … 0.880
+FLOORS = tuple(round(0.80 + 0.005 * i, 3) for i in range(21))  # 0.800 … 0.900
 
 
 async def _documents(conn: asyncpg.Connection, org: uuid.UUID, model: str) -> dict[str, tuple[list[str], np.ndarray]]:
@@ -39,15 +40,18 @@ def _rank(ids: Sequence[str], expected: set[str]) -> Optional[int]:
 
 async def measure_modes(database_url: str, org_id: str, queries: Sequence[Any], expected: dict[str, set[str]],
                         chatter: Sequence[Any], *, top_k: int) -> dict[str, Any]:
-    """{"ranks": {"lexical": {id: rank}, "semantic": {...}}, "floor": {...}, "note": str | None}."""
+    """{"ranks": {"lexical": {id: rank}, "semantic": {...}}, "components_ms": ..., "floor": ..., "note": str | None}."""
     try:
         from spotter_rag.core import HybridSearch  # noqa: PLC0415
         from spotter_rag.embeddings import E5_MODEL, E5Embedder  # noqa: PLC0415
-
-        rag_floor = getattr(E5Embedder, "semantic_floor", None)
+        from spotter_rag.terms import extract_terms  # noqa: PLC0415
     except ImportError as exc:
         return {"ranks": {}, "floor": None, "note": f"lexical/semantic split not measured: {exc}"}
 
+    def ambient_text(text: str) -> str:
+        return " ".join(t.word for t in extract_terms(text))  # what rag's ambient search embeds
+
+    floors = dict(getattr(E5Embedder, "semantic_floors", {}) or {})
     org = uuid.UUID(org_id)
     pool = await asyncpg.create_pool(database_url, min_size=1, max_size=2)
     e5 = E5Embedder()
@@ -68,61 +72,87 @@ async def measure_modes(database_url: str, org_id: str, queries: Sequence[Any], 
             return {"ranks": {"lexical": ranks["lexical"]}, "floor": None,
                     "note": f"semantic half not measured: the index has no {E5_MODEL} vectors (models: {models})"}
         await e5.start()
-        vectors = []
-        for q in queries:  # one at a time, as a turn's message is embedded
-            t = time.perf_counter()
-            vectors += await e5.embed([q.query], "query")
-            embed_s.append(time.perf_counter() - t)
-        right, wrong = [], []
-        for q, v in zip(queries, vectors):
+        # Search embeds the whole query; ranked by exact cosine within the query's scope.
+        for q, v in zip(queries, await e5.embed([q.query for q in queries], "query")):
             ids, matrix = docs.get(q.scope, ([], np.zeros((0, 384), np.float32)))
-            cos = matrix @ v
-            order = np.argsort(-cos)
-            ranks["semantic"][q.id] = _rank([ids[i] for i in order[:top_k]], expected[q.id])
-            mine = [float(cos[i]) for i in order if ids[i] in expected[q.id]]
-            others = [float(cos[i]) for i in order if ids[i] not in expected[q.id]]
-            right.append(mine[0] if mine else None)
-            wrong.append(others[0] if others else None)
-        chat_vectors = await e5.embed([c["query"] for c in chatter], "query") if chatter else []
-        every = np.concatenate([m for _, m in docs.values()]) if docs else np.zeros((0, 384), np.float32)
-        chat_best = [float((every @ v).max()) for v in chat_vectors]
+            ranks["semantic"][q.id] = _rank([ids[i] for i in np.argsort(-(matrix @ v))[:top_k]], expected[q.id])
+        # What if the tools' search let every nearest neighbour in (no floor): rag's own fusion, floors off.
+        no_floor = HybridSearch(pool, _Floorless(e5))
+        ranks["hybrid_no_floor"] = {}
+        for q in queries:
+            hits = await no_floor.search(org_id, q.query, [q.scope], top_k)
+            ranks["hybrid_no_floor"][q.id] = _rank([h.id for h in hits], expected[q.id])
+        # Ambient embeds the message's terms, one message at a time (timed: a turn waits for it).
+        ambient_vectors = []
+        for q in queries:
+            t = time.perf_counter()
+            ambient_vectors += await e5.embed([ambient_text(q.query) or q.query], "query")
+            embed_s.append(time.perf_counter() - t)
+        chat_vectors = await e5.embed([ambient_text(c["query"]) or c["query"] for c in chatter], "query") if chatter else []
     finally:
         e5.close()
         await pool.close()
 
-    rights = [x for x in right if x is not None]
-    table = [{
-        "floor": f,
-        "right_answers_at_or_above": round(sum(x >= f for x in rights) / max(1, len(rights)), 3),
-        "best_wrong_at_or_above": round(sum(x is not None and x >= f for x in wrong) / max(1, len(wrong)), 3),
-        "chatter_with_a_document_at_or_above": sum(x >= f for x in chat_best),
-    } for f in FLOORS]
+    by_scope: dict[str, Any] = {}
+    for scope, (ids, matrix) in sorted(docs.items()):
+        right, wrong = [], []
+        for q, v in zip(queries, ambient_vectors):
+            if q.scope != scope:
+                continue
+            cos = matrix @ v
+            mine = [float(c) for i, c in zip(ids, cos) if i in expected[q.id]]
+            others = [float(c) for i, c in zip(ids, cos) if i not in expected[q.id]]
+            right.append(max(mine, default=0.0))
+            wrong.append(max(others, default=0.0))
+        chat = [float((matrix @ v).max()) for v in chat_vectors] if len(ids) else []
+        clear = next((f for f in FLOORS if all(c < f for c in chat)), None)
+        rag_floor = floors.get(scope)
+        by_scope[scope] = {
+            "questions": len(right),
+            "rag_floor": rag_floor,
+            "right_answer_cosine": _spread(right),
+            "best_wrong_cosine": _spread(wrong),
+            "chatter_max_cosine": round(max(chat), 3) if chat else None,
+            "lowest_floor_clear_of_chatter": clear,
+            # Share of right answers a semantic neighbour alone would surface (nothing lexical found them).
+            "right_at_rag_floor": _share(right, rag_floor),
+            "wrong_at_rag_floor": _share(wrong, rag_floor),
+            "chatter_at_rag_floor": None if rag_floor is None else sum(c >= rag_floor for c in chat),
+            "right_at_lowest_clear_floor": _share(right, clear),
+        }
     return {
         "ranks": ranks,
         # The two halves of an ambient search timed apart (rag runs them side by side).
         "components_ms": {"lexical_ambient": _ms(lexical_s), "query_embedding": _ms(embed_s)},
-        "floor": {
-            "model": E5_MODEL,
-            "rag_floor": rag_floor,
-            "right_answer_cosine": _spread(rights),
-            "best_wrong_cosine": _spread([x for x in wrong if x is not None]),
-            "chatter_best_cosine": _spread(chat_best),
-            "chatter_messages": len(chat_best),
-            "by_floor": table,
-            # The lowest floor no chit-chat message reaches: below it ambient context would fill idle talk.
-            "lowest_floor_clear_of_chatter": next((row["floor"] for row in table
-                                                   if row["chatter_with_a_document_at_or_above"] == 0), None),
-        },
+        "floor": {"model": E5_MODEL, "query_text": "the message's terms, as ambient search embeds them",
+                  "chatter_messages": len(chat_vectors), "by_scope": by_scope},
         "note": None,
     }
 
 
+class _Floorless:
+    """An embedder like `inner` whose semantic floors let every neighbour count."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+        self.model, self.dimensions = inner.model, inner.dimensions
+        self.semantic_floors = {scope: -1.0 for scope in ("program", "workout", "exercise", "member")}
+
+    async def embed(self, texts: Sequence[str], kind: str) -> list[np.ndarray]:
+        return await self._inner.embed(texts, kind)
+
+
+def _share(xs: Sequence[float], floor: Optional[float]) -> Optional[float]:
+    if floor is None or not xs:
+        return None
+    return round(sum(x >= floor for x in xs) / len(xs), 3)
+
+
 def _spread(xs: Sequence[float]) -> dict[str, Optional[float]]:
     if not xs:
-        return {"n": 0, "min": None, "p10": None, "median": None, "p90": None, "max": None}
+        return {"n": 0, "min": None, "median": None, "max": None}
     a = np.asarray(xs)
-    return {"n": len(xs), "min": round(float(a.min()), 3), "p10": round(float(np.percentile(a, 10)), 3),
-            "median": round(float(np.median(a)), 3), "p90": round(float(np.percentile(a, 90)), 3),
+    return {"n": len(xs), "min": round(float(a.min()), 3), "median": round(float(np.median(a)), 3),
             "max": round(float(a.max()), 3)}
 
 

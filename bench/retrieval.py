@@ -296,6 +296,10 @@ async def run(database_url: str, nats_url: str, *, org_id: Optional[str] = None,
                 index.update(r.model_dump(), reindex_wall_s=round(time.perf_counter() - t, 1))
                 say(f"index: waited {index['sweep_wait_s']}s for rag's sweep; reindex then wrote {r.indexed}, "
                     f"{r.unchanged} unchanged, {r.removed} removed ({r.model}) in {index['reindex_wall_s']}s")
+            # Statistics for the index just written, as autovacuum gives a live database within a minute or
+            # so: without them (the seed's ANALYZE saw an empty rag_documents) the lexical query picks plans
+            # that put ambient's p95 at ~250 ms until autoanalyze comes round (measured here).
+            await pool.execute("ANALYZE rag_documents")
             index["documents"] = dict(await pool.fetchrow(
                 """SELECT count(*) FILTER (WHERE organization_id = $1) AS studio,
                           count(*) FILTER (WHERE organization_id IS NULL) AS global,
@@ -356,8 +360,8 @@ async def run(database_url: str, nats_url: str, *, org_id: Optional[str] = None,
 
 
 def _rag_ef_search() -> tuple[Optional[int], Optional[int]]:
-    """rag's hnsw.ef_search setting, and what its searches run with: it raises ef_search to the rows it
-    wants per scope (core.MAX_ROWS_PER_SCOPE for ambient), since HNSW returns at most ef_search rows."""
+    """rag's hnsw.ef_search setting, and what its ambient searches run with: it raises ef_search to the
+    semantic rows it wants per scope, since HNSW returns at most ef_search rows."""
     try:
         from spotter_rag import core  # noqa: PLC0415
         from spotter_rag.settings import RagSettings  # noqa: PLC0415
@@ -365,7 +369,7 @@ def _rag_ef_search() -> tuple[Optional[int], Optional[int]]:
         return None, None
     field = RagSettings.model_fields.get("rag_hnsw_ef_search")
     setting = field.default if field is not None else getattr(core, "HNSW_EF_SEARCH", None)
-    rows = getattr(core, "MAX_ROWS_PER_SCOPE", None)
+    rows = getattr(core, "SEMANTIC_ROWS_PER_SCOPE", None) or getattr(core, "MAX_ROWS_PER_SCOPE", None)
     return setting, (max(setting, rows) if setting and rows else setting)
 
 
@@ -376,6 +380,7 @@ _MODE_TITLES = {
     "ambient": "ambient context (spotter.rag.ambient, ≤ 5 hits in all)",
     "lexical": "lexical only (in process)",
     "semantic": "semantic only (in process)",
+    "hybrid_no_floor": "what if: hybrid search with no semantic floor (in process)",
 }
 
 
@@ -396,7 +401,7 @@ def markdown(results: dict[str, Any]) -> str:
         "| ranking | English | Hebrew | Russian | all |",
         "|---|---:|---:|---:|---:|",
     ]
-    for mode in ("lexical", "semantic", "hybrid", "ambient"):
+    for mode in ("lexical", "semantic", "hybrid", "ambient", "hybrid_no_floor"):
         if mode in hits:
             h = hits[mode]
             lines.append(f"| {_MODE_TITLES[mode]} | {_pct(h['en'])} | {_pct(h['he'])} | {_pct(h['ru'])} | **{_pct(h['all'])}** |")
@@ -407,17 +412,15 @@ def markdown(results: dict[str, Any]) -> str:
         lines += ["", f"Ambient context on {chat['messages']} messages that name nothing (thanks, the weather, a rephrase "
                       f"request; three languages): {chat['with_hits']} got hits."]
     floor = results.get("semantic_floor")
-    if floor:
-        r, w, c = floor["right_answer_cosine"], floor["best_wrong_cosine"], floor["chatter_best_cosine"]
-        lines += ["", f"e5 cosines (query vs document): right answer median {r['median']} (p10 {r['p10']}, p90 {r['p90']}); "
-                      f"best wrong one in the same scope median {w['median']}; nearest document to an idle message median "
-                      f"{c['median']}, max {c['max']}."]
-        lowest = floor["lowest_floor_clear_of_chatter"]
-        row = next((x for x in floor["by_floor"] if x["floor"] == lowest), None)
-        if row:
-            lines[-1] += (f" A floor of {lowest} for hits only the semantic side finds keeps every idle message empty; "
-                          f"{_pct(row['right_answers_at_or_above'])} of right answers reach it on their own "
-                          f"(rag's e5 floor: {floor.get('rag_floor')}).")
+    if floor and floor.get("by_scope"):
+        lines += ["", f"rag's semantic floors against e5 cosines (query: {floor['query_text']}; "
+                      f"{floor['chatter_messages']} idle messages):", "",
+                  "| scope | rag's floor | right answers at or above it | idle messages at or above it | "
+                  "highest idle cosine | right answers above that |",
+                  "|---|---:|---:|---:|---:|---:|"]
+        for scope, f in floor["by_scope"].items():
+            lines.append(f"| {scope} | {f['rag_floor']} | {_pct(f['right_at_rag_floor'])} | {f['chatter_at_rag_floor']} | "
+                         f"{f['chatter_max_cosine']} | {_pct(f['right_at_lowest_clear_floor'])} |")
     by_ef = {s_["ef_search"]: s_ for s_ in ann["sweep"]}
     eff = by_ef.get(ann.get("rag_effective_ef_search") or ann["ef_search"], by_ef[ann["ef_search"]])
     ef_note = f"ef_search {ann['ef_search']}" + (
@@ -440,7 +443,8 @@ def markdown(results: dict[str, Any]) -> str:
         f"ANN: {ann['queries']} queries, vectors clustered around {ann['centres']:,} centres and anisotropic like e5's "
         f"(`bench/bench_ann.py`), in a scratch database; recall by ef_search: {sweep}. "
         f"Round trip: {fresh['requests']} requests through NATS to the running rag, one at a time, each a new coach "
-        f"message in English, Hebrew or Russian (30+ characters), then {warm['requests']} repeats of memoised ones.",
+        f"message in English, Hebrew or Russian (30+ characters), then {warm['requests']} repeats of memoised ones, "
+        "after `ANALYZE rag_documents` (as autovacuum would have done by then).",
     ]
     parts, load = results.get("ambient_components_ms"), rtt.get("load_average_1m")
     if parts:
