@@ -145,7 +145,7 @@ def tools_section(tools: dict[str, Any], meta: dict[str, Any], *, handler: bool 
 
 
 def markdown(cells: list[dict[str, Any]], meta: dict[str, Any], *, for_readme: bool = False,
-             tools: Optional[dict[str, Any]] = None) -> str:
+             tools: Optional[dict[str, Any]] = None, extra: Optional[dict[str, Any]] = None) -> str:
     parts = ["### Platform overhead (gateway vs. calling the model directly)", "", ratio_table(cells), "",
              environment_line(meta), "", *method_lines(meta)]
     if not for_readme:
@@ -157,16 +157,36 @@ def markdown(cells: list[dict[str, Any]], meta: dict[str, Any], *, for_readme: b
         parts += ["", "Full figures (absolute latencies, CPU per service): `bench/results/latest.md`."]
     if tools is not None:
         parts += ["", *tools_section(tools, meta, handler=not for_readme)]
+    if extra:
+        parts += ["", *context_section(extra)]
     return "\n".join(parts) + "\n"
 
 
+def context_section(extra: dict[str, Any]) -> list[str]:
+    """Issue 8's figures: retrieval (bench/retrieval.py) and prompt caching (bench/prompt_cache.py)."""
+    import prompt_cache
+    import retrieval
+
+    lines: list[str] = []
+    if extra.get("retrieval"):
+        lines += [retrieval.markdown(extra["retrieval"]), ""]
+    if extra.get("prompt_cache"):
+        lines += ["### Prompt caching: seed 000's layout versus ours", "",
+                  "One scripted 10-turn conversation with tools and page context through the whole stack and the "
+                  "simulator (which bills caching like the API, 20-block lookback included), run once with the "
+                  "per-turn block before the history (seed) and once after it, in the newest user turn (ours).", "",
+                  *prompt_cache.markdown_table(extra["prompt_cache"]), ""]
+    return lines
+
+
 def write_results(results_dir: Path, cells: list[dict[str, Any]], meta: dict[str, Any], *,
-                  stem: str = "latest", tools: Optional[dict[str, Any]] = None) -> tuple[Path, Path]:
+                  stem: str = "latest", tools: Optional[dict[str, Any]] = None,
+                  extra: Optional[dict[str, Any]] = None) -> tuple[Path, Path]:
     results_dir.mkdir(parents=True, exist_ok=True)
     md = results_dir / f"{stem}.md"
     js = results_dir / f"{stem}.json"
-    _atomic_write(md, markdown(cells, meta, tools=tools))
-    document = {"meta": meta, "cells": cells, "readTools": tools}
+    _atomic_write(md, markdown(cells, meta, tools=tools, extra=extra))
+    document = {"meta": meta, "cells": cells, "readTools": tools, **(extra or {})}
     _atomic_write(js, json.dumps(document, indent=2, ensure_ascii=False) + "\n")
     return md, js
 
