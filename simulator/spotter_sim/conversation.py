@@ -89,6 +89,24 @@ def latest_user_block_text(messages: list[dict[str, Any]]) -> str:
     return ""
 
 
+_AMBIENT_LINE_RE = re.compile(r"^- (\w+) (.+?) \(id [^)]*\)")
+_LOCALE_RE = re.compile(r"^locale: ([A-Za-z]{2,3})", re.M)
+
+
+def ambient_items(body: dict[str, Any]) -> list[tuple[str, str]]:
+    """(scope, label) of each ambient hit in the newest user turn's context, as Spotter renders them."""
+    match = _AMBIENT_RE.search(latest_user_block_text(body.get("messages") or []))
+    if match is None:
+        return []
+    return [(m.group(1), m.group(2)) for line in match.group(1).splitlines() if (m := _AMBIENT_LINE_RE.match(line.strip()))]
+
+
+def caller_locale(body: dict[str, Any]) -> str:
+    """The caller's language from the newest turn context (`locale: he`), else English."""
+    match = _LOCALE_RE.search(latest_user_block_text(body.get("messages") or []))
+    return match.group(1).lower() if match else "en"
+
+
 def ambient_item_count(body: dict[str, Any]) -> int | None:
     """Items inside an `<ambient_context>` block (in the system prompt, or in the newest user turn's
     context): `<item>` tags if any, else non-empty lines."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from . import demo_intents
-from .conversation import ambient_item_count
+from .conversation import ambient_item_count, ambient_items, caller_locale
 from .demo_exchange import Exchange
 from .demo_summaries import summarise
 from .turns import Turn
@@ -42,7 +42,42 @@ def respond(body: dict[str, Any]) -> Turn:
         first = intent.start(match, ex)
         if first is not None:
             return first
+    seen = ambient_items(body)
+    if seen and not ex.answering:
+        return Turn(text=_from_context(seen, _language(ex.text) or caller_locale(body)))
     return Turn(text=_greeting(body, ex))
+
+
+# What the demo says when it recognises no request but the turn's ambient context named things:
+# the entities a real model would now work with, in the caller's language.
+_CONTEXT_LEAD = {
+    "en": "From your message I can see: {items}. What would you like to do with them?",
+    "he": "מההודעה שלך אני מזהה: {items}. מה תרצה לעשות איתם?",
+    "ru": "В вашем сообщении я вижу: {items}. Что с ними сделать?",
+}
+_SCOPE_NAMES = {
+    "en": {"member": "member", "exercise": "exercise", "program": "program", "workout": "workout"},
+    "he": {"member": "מתאמן", "exercise": "תרגיל", "program": "תוכנית", "workout": "אימון"},
+    "ru": {"member": "участник", "exercise": "упражнение", "program": "программа", "workout": "тренировка"},
+}
+
+
+def _language(text: str | None) -> str | None:
+    """The language a reply follows, as a model would: the script the user wrote in, if telling."""
+    if not text:
+        return None
+    if any("\u0590" <= c <= "\u05ff" for c in text):
+        return "he"
+    if any("\u0400" <= c <= "\u04ff" for c in text):
+        return "ru"
+    return None
+
+
+def _from_context(items: list[tuple[str, str]], locale: str) -> str:
+    lang = locale if locale in _CONTEXT_LEAD else "en"
+    names = _SCOPE_NAMES[lang]
+    listed = ", ".join(f"{label} ({names.get(scope, scope)})" for scope, label in items)
+    return _CONTEXT_LEAD[lang].format(items=listed)
 
 
 def _greeting(body: dict[str, Any], ex: Exchange) -> str:

@@ -97,6 +97,8 @@ async def test_question_finds_member_and_exercise(question: str, studio, http: h
     assert exercise_ids & set(squats.values()), (hits, squats)
     assert squats["Back Squat"] in exercise_ids, hits
     assert len(hits) <= 5
+    # The simulator's demo policy names what the context holds, in the caller's language.
+    assert "Saar Cohen" in stream.text() and ("מזהה" in stream.text() or "вижу" in stream.text()), stream.text()
 
 
 async def test_chit_chat_gets_no_ambient_context(studio, http: httpx.AsyncClient, sim: Sim) -> None:

@@ -88,7 +88,9 @@ async def test_the_demo_policy_reads_the_users_words_after_the_turn_context(clie
     tools = [{"name": "read__get_current_context", "description": "who", "input_schema": {"type": "object"}}]
     reply = await client.messages.create(model=MODEL, max_tokens=300, tools=tools, messages=[
         {"role": "user", "content": [{"type": "text", "text": context}, {"type": "text", "text": "hello"}]}])
-    assert reply.content[-1].text.endswith("I can see 2 items in your current context.")  # the greeting
+    # No request in "hello": the demo names what the ambient context holds ("who am I" there is data).
+    assert reply.content[-1].text == ("From your message I can see: Kim Park (member), who am I (program). "
+                                      "What would you like to do with them?")
     sim.script([{"text": "scripted"}], match="kim park")  # context text is not the user's words
     again = await client.messages.create(model=MODEL, max_tokens=300, tools=tools, messages=[
         {"role": "user", "content": [{"type": "text", "text": context}, {"type": "text", "text": "who am I?"}]}])
