@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import uuid
 from typing import Any
 
 import asyncpg
@@ -119,3 +120,30 @@ async def test_reindex_subject_refuses_a_bad_organization_id(platform: Platform)
         await nc.close()
     assert msg.headers and msg.headers.get("spotter-error"), msg.data
     assert b"invalid_request" in msg.data
+
+
+def tool(name: str, **tool_input: Any) -> dict[str, Any]:
+    return {"name": name, "input": tool_input}
+
+
+@pytest.mark.parametrize("query", ["find a squat variation", "приседания", "סקוואט"], ids=["english", "russian", "hebrew"])
+async def test_search_tools_find_the_squats_in_three_languages(query: str, studio, http: httpx.AsyncClient,
+                                                               pool: asyncpg.Pool, sim: Sim) -> None:
+    """read__exercises_search and read__search_anything through the running tool-runner and rag: the
+    same hybrid search, by name, alias in another script, or meaning."""
+    words = f"search tools {uuid.uuid4().hex[:8]}"
+    await sim.script(words, {"text": None, "tool_uses": [tool("read__exercises_search", query=query, limit=10),
+                                                        tool("read__search_anything", query=query, kinds=["exercise"])]},
+                     {"text": "Here they are.", "tool_uses": []})
+    stream = await send(http, studio.org.id, studio.owner.user_id, words)
+    assert stream.types()[-1] == "done" and not stream.of("error"), stream.events
+    completed = {e["toolUseId"]: e for e in stream.of("tool_completed")}
+    started = {e["toolUseId"]: e["action"] for e in stream.of("tool_started")}
+    by_action = {started[i]: e for i, e in completed.items()}
+    exercises = by_action["exercises_search"]["output"]
+    assert by_action["exercises_search"]["ok"] and exercises["matchedBy"] == "name_and_meaning", exercises
+    names = [e["name"] for e in exercises["exercises"]]
+    assert any("Squat" in n for n in names[:3]), names
+    hits = by_action["search_anything"]["output"]["hits"]
+    assert hits and all(h["kind"] == "exercise" for h in hits)
+    assert any("Squat" in h["label"] for h in hits[:3]), hits
