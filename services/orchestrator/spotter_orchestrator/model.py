@@ -62,12 +62,7 @@ class ModelClient:
                 final = await stream.get_final_message()
         except anthropic.APIError as exc:
             raise classify(exc) from exc
-        return ModelReply(
-            content=[block.model_dump(mode="json", exclude_none=True) for block in final.content],
-            stop_reason=final.stop_reason,
-            usage=usage_of(final.usage),
-        )
-
+        return reply_of(final)
 
     async def create(self, params: dict[str, Any]) -> ModelReply:
         """One non-streaming call, as the summary model's short answers need nothing streamed."""
@@ -75,11 +70,16 @@ class ModelClient:
             final = await self._client.messages.create(**params)
         except anthropic.APIError as exc:
             raise classify(exc) from exc
-        return ModelReply(
-            content=[block.model_dump(mode="json", exclude_none=True) for block in final.content],
-            stop_reason=final.stop_reason,
-            usage=usage_of(final.usage),
-        )
+        return reply_of(final)
+
+
+def reply_of(final: Any) -> ModelReply:
+    """The SDK's final message as stored and replayed: content blocks as JSON, byte for byte."""
+    return ModelReply(
+        content=[block.model_dump(mode="json", exclude_none=True) for block in final.content],
+        stop_reason=final.stop_reason,
+        usage=usage_of(final.usage),
+    )
 
 
 def usage_of(usage: Any) -> ModelUsage:
