@@ -193,3 +193,31 @@ async def test_bad_ids_are_invalid_requests(indexer) -> None:
     assert err.value.code == "invalid_request"
     with pytest.raises(SpotterError):
         await indexer.reindex("demo-gym")
+
+
+async def reltuples(pool: asyncpg.Pool) -> float:
+    return await pool.fetchval("SELECT reltuples FROM pg_class WHERE oid = 'rag_documents'::regclass")
+
+
+async def test_a_rebuild_that_wrote_many_documents_analyzes_the_table(own_pool, indexer, indexed) -> None:
+    # The first rebuild wrote the library into a table never analyzed: the planner knows its size.
+    assert await reltuples(own_pool) >= await library_size(own_pool)
+    # A few documents in a table of ~170: under 10 % and under 200, no ANALYZE.
+    small = await make_studio(own_pool, extra_members=[{"full_name": "Lior Ben David"}])
+    before = indexer.analyzed
+    assert (await indexer.reindex(small.org.id)).indexed > 0
+    assert indexer.analyzed == before
+    # Forty new members are well over 10 % of the table: statistics follow at once.
+    big = await make_studio(own_pool, extra_members=[{"full_name": f"Analyzed Member {i:02d}"} for i in range(40)])
+    estimate = await reltuples(own_pool)
+    assert (await indexer.reindex(big.org.id)).indexed >= 40
+    assert indexer.analyzed == before + 1
+    assert await reltuples(own_pool) >= estimate + 40
+
+
+async def test_a_sweep_that_wrote_many_documents_analyzes_the_table(own_pool, indexer, indexed) -> None:
+    await make_studio(own_pool, extra_members=[{"full_name": f"Swept Member {i:02d}"} for i in range(60)])
+    before = indexer.analyzed
+    estimate = await reltuples(own_pool)
+    await indexer.sweep()
+    assert indexer.analyzed > before and await reltuples(own_pool) >= estimate + 60

@@ -213,11 +213,20 @@ async def test_organization_id_must_be_a_uuid(search) -> None:
 # --- search for the tools -------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("query", ["find a squat variation", "squat", "приседания", "סקוואט", "landmine"])
+@pytest.mark.parametrize("query", ["find a squat variation", "squat", "приседания", "סקוואט"])
 async def test_exercise_search_finds_squats_in_any_language(search, studio, squats, query: str) -> None:
     hits = await search.search(studio.org.id, query, ["exercise"], 5)
     assert hits and {h.id for h in hits[:3]} <= squats, [h.label for h in hits]
     assert all(h.scope == "exercise" for h in hits) and len(hits) <= 5
+
+
+async def test_search_has_no_semantic_floor_but_ranks_the_name_first(search, studio) -> None:
+    # One exercise is called so; the rest of the five are the nearest by meaning, as asked.
+    hits = await search.search(studio.org.id, "landmine", ["exercise"], 5)
+    assert hits[0].label == "Landmine Squat" and len(hits) == 5 and hits[0].score > hits[1].score
+    # Ambient, where nobody asked, keeps its floors: the same word in chatter brings nothing else.
+    result = await ambient(search, studio, "the landmine thing at the park was fun to watch")
+    assert [h.label for h in result.hits] == ["Landmine Squat"]
 
 
 async def test_the_studios_own_aliases_are_searched(search, studio) -> None:

@@ -76,3 +76,29 @@ def test_keys_only_look_across_scripts() -> None:
     assert query_patterns("סער") == ["%9lsr9%", "%9csr9%"]
     # One consonant says nothing.
     assert skeletons("Noa") == [] and query_patterns("איתי") == []
+
+
+def test_russian_case_endings_leave_a_stem_that_matches_a_names_word_start() -> None:
+    # "становую тягу" (accusative) must find the alias "становая тяга".
+    deadlift, pull = extract_terms("становую тягу")
+    assert deadlift.variants == ("становую", "станов") and deadlift.stems == ("станов",)
+    assert pull.variants == ("тягу", "тяг") and pull.stems == ("тяг",)
+    for word, stem in [("гирей", "гир"), ("гантелями", "гантел"), ("штангами", "штанг"), ("отжиманиях", "отжиман"),
+                       ("жимом", "жим"), ("выпадов", "выпад"), ("берпи", "берп"), ("становой", "станов")]:
+        assert extract_terms(word)[0].variants == (word, stem), word
+    # A three-letter stem matches by the start of a word; a three-letter word as typed only whole.
+    assert name_pattern("тяг", stem=True) == "% тяг%"
+    assert name_pattern("тяг") == "% тяг %"
+    # English keeps four letters at least: "reps" stays whole.
+    assert extract_terms("reps")[0].variants == ("reps",)
+
+
+def test_a_hebrew_word_with_a_geresh_stays_whole_and_keys_as_j_ch_zh() -> None:
+    assert words("תשלח לקנג'י טנקה תזכורת") == ["לקנג'י", "טנקה", "תזכורת"]
+    kenji = extract_terms("לקנג'י")[0]
+    assert kenji.variants == ("לקנג'י", "קנג'י")
+    assert "%9lknj9%" in kenji.phonetic and "knj" in skeletons("Kenji")
+    # The Hebrew geresh (׳) too, and ch / zh.
+    assert words("ג׳ורג׳ צ'רלי ז'קלין") == ["ג׳ורג׳", "צ'רלי", "ז'קלין"]
+    assert skeletons("צ'רלי") == ["crl", "krl"] and "krl" in skeletons("Charlie") and "crl" in skeletons("Чарли")
+    assert skeletons("ז'ניה") == skeletons("Zhenya") == ["sn"]

@@ -31,7 +31,9 @@ _HEBREW = {
     "ל": ("l",), "מ": ("m",), "ם": ("m",), "נ": ("n",), "ן": ("n",), "ס": ("s",), "פ": ("p",), "ף": ("p",),
     "צ": ("c",), "ץ": ("c",), "ק": ("k",), "ר": ("r",), "ש": ("s",), "ת": ("t",),
 }
-_HEBREW_GERESH = {"ג": "j", "ז": "s", "צ": "c"}  # ג׳ (j), ז׳ (zh), צ׳ (ch)
+# ג׳ (j: "קנג'י" Kenji), ז׳ (zh: "ז'ניה" Zhenya), צ׳ (ch: Cyrillic ч, but Latin "ch" is read k as in
+# Chen/חן, so "צ'רלי" also keys as Charlie's krl).
+_HEBREW_GERESH = {"ג": ("j",), "ז": ("s",), "צ": ("c", "k")}
 _CYRILLIC = {
     "а": "", "е": "", "ё": "", "и": "", "й": "", "о": "", "у": "", "ы": "", "э": "", "ю": "", "я": "", "ь": "", "ъ": "",
     "б": "b", "в": "b", "г": "g", "д": "d", "ж": "s", "з": "s", "к": "k", "л": "l", "м": "m", "н": "n", "п": "p",
@@ -76,7 +78,7 @@ def _readings(word: str, script: str) -> list[tuple[str, ...]]:
             if ch in _GERESH:
                 continue
             if ch in _HEBREW_GERESH and word[i + 1:i + 2] in tuple(_GERESH):
-                out.append((_HEBREW_GERESH[ch],))
+                out.append(_HEBREW_GERESH[ch])
             elif ch in _HEBREW:
                 out.append(_HEBREW[ch])
         return out

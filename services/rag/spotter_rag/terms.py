@@ -94,14 +94,20 @@ STOPWORDS = frozenset(
     """.split()
 )
 
-_WORD = re.compile(r"\w+", re.UNICODE)
+# A Hebrew word may carry a geresh inside or at its end (קנג'י, ג'ורג'): ג׳ is j, צ׳ ch, ז׳ zh, and the
+# word must stay whole for its consonant key (phonetic.py) rather than split at the mark.
+_WORD = re.compile(r"[\u05d0-\u05ea]+(?:['’׳`][\u05d0-\u05ea]*)*|\w+", re.UNICODE)
 _HEBREW_PREFIXES = frozenset("הובלמשכ")
-# Russian case endings and English plurals, longest first; a stem keeps at least four letters.
+# Russian case endings (nouns and adjectives: "становую тягу" → "станов", "тяг") and English
+# plurals, longest first. A Russian stem keeps at least three letters and is then matched by the
+# start of a word in a name ("тяг" finds "тяга", "станов" finds "становая"); an English one four.
 _RU_ENDINGS = tuple(sorted(
-    "ами ями ого его ому ему ыми ими ией иям иях ия ий ие ию ья ье ью ом ем ой ей ам ям ах ях ов ев ы и а я у ю е о"
+    "ами ями ого его ому ему ыми ими ией иям иях ия ий ие ию ья ье ью ом ем ой ей ам ям ах ях ов ев "
+    "ую юю ая яя ое ее ые ых их ым им ою ею ы и а я у ю е о ь"
     .split(), key=len, reverse=True))
 _EN_ENDINGS = ("es", "s")
 _MIN_STEM = 4
+_MIN_STEM_RU = 3
 
 
 @dataclass(frozen=True)
@@ -113,6 +119,9 @@ class Term:
     variants: tuple[str, ...]
     phonetic: tuple[str, ...] = field(default=())
     weight: float = 1.0
+    # Variants that are the word without an ending: matched by the start of a name's word even
+    # when three letters long ("тяг" in "тяга"), where a whole short word would match whole.
+    stems: tuple[str, ...] = field(default=())
 
     @property
     def patterns(self) -> list[str]:
@@ -129,13 +138,14 @@ def like_pattern(word: str) -> str:
 _NOT_ALNUM = re.compile(r"[\W_]+", re.UNICODE)
 
 
-def name_pattern(word: str) -> str:
+def name_pattern(word: str, *, stem: bool = False) -> str:
     """A pattern for the start of a word in a name, over names whose punctuation is spaces
     ("chest to bar pull up"): "saar" finds "Saar Cohen", "bar" only the word "bar" (three letters
-    or fewer match whole words: "bar" is in "Inbar" and "Baron", "car" in "Carter")."""
+    or fewer match whole words: "bar" is in "Inbar" and "Baron", "car" in "Carter"). A `stem` (a
+    word without its ending, three letters or more) always matches by the start of a word."""
     words = _NOT_ALNUM.sub(" ", word).strip()
     escaped = escape_like(words)
-    return f"% {escaped}%" if len(words) >= 4 else f"% {escaped} %"
+    return f"% {escaped}%" if len(words) >= 4 or (stem and len(words) >= 3) else f"% {escaped} %"
 
 
 def escape_like(word: str) -> str:
@@ -157,25 +167,28 @@ def _hebrew_stems(word: str) -> list[str]:
     return stems
 
 
-def _stem(word: str, endings: tuple[str, ...]) -> list[str]:
+def _stem(word: str, endings: tuple[str, ...], min_stem: int = _MIN_STEM) -> list[str]:
     for ending in endings:
-        if word.endswith(ending) and len(word) - len(ending) >= _MIN_STEM:
+        if word.endswith(ending) and len(word) - len(ending) >= min_stem:
             return [word[: -len(ending)]]
+    return []
+
+
+def _ending_stems(word: str) -> list[str]:
+    """The word without a case or plural ending (Russian or English), if it has one."""
+    script = script_of(word)
+    if script == "c":
+        return _stem(word, _RU_ENDINGS, _MIN_STEM_RU)
+    if word.isascii():
+        return _stem(word, _EN_ENDINGS)
     return []
 
 
 def variants_of(word: str) -> list[str]:
     """The word and the forms it is also searched by."""
-    script = script_of(word)
-    if script == HEBREW:
-        extra = _hebrew_stems(word)
-    elif script == "c":
-        extra = _stem(word, _RU_ENDINGS)
-    elif word.isascii():
-        extra = _stem(word, _EN_ENDINGS)
-    else:
-        extra = []
-    return [word, *extra]
+    if script_of(word) == HEBREW:
+        return [word, *_hebrew_stems(word)]
+    return [word, *_ending_stems(word)]
 
 
 def _is_noise(word: str) -> bool:
@@ -191,7 +204,8 @@ def _is_noise(word: str) -> bool:
 def make_term(word: str, weight: float = 1.0) -> Term:
     forms = variants_of(word)
     phonetic = tuple(dict.fromkeys(p for form in forms for p in query_patterns(form)))
-    return Term(word, tuple(forms), phonetic, weight)
+    stems = tuple(f for f in _ending_stems(word) if f in forms)
+    return Term(word, tuple(forms), phonetic, weight, stems)
 
 
 def extract_terms(text: str, *, weight: float = 1.0, limit: int = MAX_TERMS) -> list[Term]:
