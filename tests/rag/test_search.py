@@ -266,3 +266,15 @@ async def test_search_rejects_a_bad_organization(search) -> None:
     with pytest.raises(SpotterError) as err:
         await search.search("not-a-uuid", "squat")
     assert err.value.code == "invalid_request"
+
+
+async def test_semantic_neighbours_are_the_same_by_index_or_compared_exactly(pool, memo, studio, monkeypatch) -> None:
+    # A studio this small is searched exactly; a large one through the HNSW index. Same answer.
+    from spotter_rag import core
+
+    query = "flexibility and loosening up sore muscles"
+    exact = await HybridSearch(pool, memo).search(studio.org.id, query, ["program", "exercise"], 5)
+    monkeypatch.setattr(core, "EXACT_MAX_DOCUMENTS", -1)
+    by_index = await HybridSearch(pool, memo).search(studio.org.id, query, ["program", "exercise"], 5)
+    assert [h.label for h in exact][:1] == ["Mobility & Recovery"]
+    assert [(h.scope, h.label) for h in by_index] == [(h.scope, h.label) for h in exact]
