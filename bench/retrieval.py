@@ -44,7 +44,7 @@ from nats.errors import NoRespondersError  # noqa: E402
 
 from spotter_shared import bus  # noqa: E402
 from spotter_shared.contracts.rag import (  # noqa: E402
-    AMBIENT_SEARCH, HYBRID_SEARCH, REINDEX, AmbientQuery, ReindexRequest, SearchQuery,
+    AMBIENT_SEARCH, HYBRID_SEARCH, INDEXED_MODELS, REINDEX, AmbientQuery, ReindexRequest, SearchQuery,
 )
 
 from bench_ann import measure_ann  # noqa: E402
@@ -231,7 +231,7 @@ async def ambient_round_trip(broker: NatsBroker, org_id: str, *, requests: int, 
 
 # --------------------------------------------------------------------------------------------- the run
 
-EMBEDDING_MODELS = ("multilingual-e5-small-q4", "voyage-multilingual-2")
+EMBEDDING_MODELS = tuple(INDEXED_MODELS)
 
 
 async def wait_index_quiet(pool: asyncpg.Pool, *, timeout: float = 300.0, quiet_s: float = 3.0) -> float:

