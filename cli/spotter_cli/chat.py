@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 
 import httpx
@@ -84,9 +85,23 @@ async def _answer_pending(client: httpx.AsyncClient, org_id: str, state: dict, a
             await _stream(client, f"{base}/pick/{event['toolUseId']}", {"id": chosen}, state)
 
 
+def terminal_locale(env: dict[str, str] | None = None) -> str | None:
+    """The terminal's language as a BCP-47 tag for `x-locale` (LC_ALL, LC_MESSAGES, LANG: he_IL.UTF-8 →
+    he-IL); None for the C/POSIX locale, so the gateway falls back to the user's own."""
+    env = os.environ if env is None else env
+    for name in ("LC_ALL", "LC_MESSAGES", "LANG"):
+        value = env.get(name, "").split(".")[0].split("@")[0]
+        if value:
+            return None if value in ("C", "POSIX") else value.replace("_", "-")
+    return None
+
+
 async def _chat(url: str, email: str, token: str | None, messages: list[str] | None) -> int:
     token = token or await _token_for(email)
-    async with httpx.AsyncClient(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=httpx.Timeout(10, read=300)) as client:
+    headers = {"Authorization": f"Bearer {token}"}
+    if locale := terminal_locale():
+        headers["x-locale"] = locale
+    async with httpx.AsyncClient(base_url=url, headers=headers, timeout=httpx.Timeout(10, read=300)) as client:
         me = (await client.get("/me")).raise_for_status().json()
         staff = [m for m in me["memberships"] if m["role"] != "member"]
         if not staff:
