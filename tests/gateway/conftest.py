@@ -3,14 +3,10 @@ and the whole gateway app (create_app) served over HTTP on a test module's priva
 
 from __future__ import annotations
 
-import socket
-import threading
-import time
 from collections.abc import AsyncIterator, Iterator
 
 import httpx
 import pytest
-import uvicorn
 from faststream.nats import NatsBroker
 
 from spotter_cli.devstack import StackUrls
@@ -18,6 +14,8 @@ from spotter_gateway import edges
 from spotter_gateway.main import create_app
 from spotter_gateway.settings import GatewaySettings
 from spotter_gateway.streams import LiveEvents
+
+from tests.servers import serve_in_thread
 
 
 @pytest.fixture
@@ -44,19 +42,8 @@ def gateway_settings(private_nats: str, stack: StackUrls, db_url: str) -> Gatewa
 @pytest.fixture(scope="module")
 def gateway_url(gateway_settings: GatewaySettings) -> Iterator[str]:
     """The gateway as `spotter-gateway` runs it: uvicorn, with its own event loop in a thread."""
-    server = uvicorn.Server(uvicorn.Config(create_app(gateway_settings), log_level="warning"))
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.bind(("127.0.0.1", 0))  # a free port, held until uvicorn takes over the socket
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        if time.monotonic() > deadline or not thread.is_alive():
-            raise RuntimeError("gateway did not start")
-        time.sleep(0.01)
-    yield f"http://127.0.0.1:{sock.getsockname()[1]}"
-    server.should_exit = True
-    thread.join(timeout=10)
+    with serve_in_thread(create_app(gateway_settings), "gateway", timeout=30) as url:
+        yield url
 
 
 @pytest.fixture

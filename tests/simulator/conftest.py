@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import socket
-import threading
-import time
 from collections.abc import AsyncIterator, Iterator
 
 import anthropic
 import pytest
 import pytest_asyncio
-import uvicorn
 
 from spotter_sim import SimClock, SimConfig, create_app
+
+from tests.servers import serve_in_thread
 
 from .helpers import Sim
 
@@ -25,19 +23,8 @@ def sim_clock() -> SimClock:
 @pytest.fixture(scope="session")
 def sim_url(sim_clock: SimClock) -> Iterator[str]:
     config = SimConfig(ttft_ms=0, tokens_per_second=0, max_requests_logged=1000)
-    server = uvicorn.Server(uvicorn.Config(create_app(config, clock=sim_clock), log_level="warning"))
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.bind(("127.0.0.1", 0))  # a free port, held until uvicorn takes over the socket
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started:
-        if time.monotonic() > deadline or not thread.is_alive():
-            raise RuntimeError("simulator did not start")
-        time.sleep(0.01)
-    yield f"http://127.0.0.1:{sock.getsockname()[1]}"
-    server.should_exit = True
-    thread.join(timeout=10)
+    with serve_in_thread(create_app(config, clock=sim_clock), "simulator", timeout=10) as url:
+        yield url
 
 
 @pytest.fixture(scope="session")
