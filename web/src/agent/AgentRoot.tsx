@@ -1,0 +1,1 @@
+export function AgentRoot() { return null; }

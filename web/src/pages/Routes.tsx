@@ -1,0 +1,1 @@
+export function Routes() { return <p>pages</p>; }

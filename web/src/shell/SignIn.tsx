@@ -1,0 +1,1 @@
+export function SignIn() { return <main>sign in</main>; }
