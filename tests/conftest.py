@@ -19,6 +19,8 @@ from redis.asyncio import Redis
 from spotter_cli.devstack import DevStack, NatsServerProcess, StackUrls, create_database, drop_database
 from spotter_shared.db import create_pool, migrate
 
+from tests.platform import platform  # noqa: F401 — one platform per session, for tests/e2e and tests/browser
+
 
 def docker_engine_available() -> bool:
     """True on a developer laptop with a Docker engine; False here (the client exists, no daemon)."""

@@ -1,0 +1,59 @@
+"""The whole platform as separate processes (five services + model simulator) on the session's
+real NATS, Postgres and Redis, shared by the end-to-end tests (HTTP+SSE) and the browser tests
+(Debian chromium driven by Playwright): one platform per test session."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pytest
+
+from spotter_cli.devstack import StackUrls, find_free_port
+from spotter_cli.supervisor import SERVICES, SIMULATOR, ServiceProcess, start_services, stop_services, wait_http_ok
+
+
+@dataclass
+class Platform:
+    base_url: str
+    sim_url: str
+    env: dict[str, str]
+    procs: dict[str, ServiceProcess]
+
+    def restart(self, name: str) -> None:
+        self.procs[name].start()
+
+
+@pytest.fixture(scope="session")
+def platform(stack: StackUrls, db_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Platform]:
+    http_port, sim_port = find_free_port(), find_free_port()
+    env = {
+        **os.environ,
+        "NATS_URL": stack.nats_url,
+        "DATABASE_URL": db_url,
+        "REDIS_URL": stack.redis_url,
+        "SPOTTER_ENV": "test",
+        "SPOTTER_HTTP_PORT": str(http_port),
+        "SPOTTER_SIM_PORT": str(sim_port),
+        "ANTHROPIC_BASE_URL": f"http://127.0.0.1:{sim_port}",
+        "ANTHROPIC_API_KEY": "sk-ant-simulator",
+        "PYTHONUNBUFFERED": "1",
+        # Faster crash recovery in tests: redelivery 3 s after a replica dies.
+        "SPOTTER_ACK_WAIT_S": "3",
+        "SPOTTER_TURN_LOCK_TTL_S": "6",
+        "SPOTTER_PROVIDER_RETRIES": "0",
+        "SPOTTER_TOOL_TIMEOUT_S": "3",
+        # Rag indexes what a test asks for (REINDEX of its studio), not every studio of the session
+        # in the background: the sweep's embeddings would compete for the 2 cores with every test.
+        "RAG_SWEEP_INTERVAL_S": "0",
+        "SPOTTER_SEARCH_EMBED_TIMEOUT_S": "3",
+    }
+    logs = tmp_path_factory.mktemp("platform-logs")
+    procs = start_services(env, [SIMULATOR, *SERVICES], output=False, log_dir=logs)
+    try:
+        wait_http_ok(f"http://127.0.0.1:{sim_port}/_sim/health", timeout=60, watch=procs.values())
+        wait_http_ok(f"http://127.0.0.1:{http_port}/readyz", timeout=60, watch=procs.values())
+        yield Platform(base_url=f"http://127.0.0.1:{http_port}", sim_url=f"http://127.0.0.1:{sim_port}", env=env, procs=procs)
+    finally:
+        stop_services(procs)
