@@ -16,7 +16,7 @@ from pathlib import Path
 import asyncpg
 import httpx
 import pytest
-from playwright.async_api import Browser, BrowserContext, Page, async_playwright
+from playwright.async_api import Browser, BrowserContext, Page, async_playwright, expect
 
 from spotter_shared.studio import Person
 from tests.e2e.client import Sim, token_for
@@ -65,6 +65,8 @@ class Shots:
 
 @pytest.fixture(scope="session")
 async def browser() -> AsyncIterator[Browser]:
+    # A loaded 2-core machine runs five services, a simulator and chromium: 5 s is tight for a page's first paint.
+    expect.set_options(timeout=10_000)
     async with async_playwright() as pw:
         b = await pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
         yield b
