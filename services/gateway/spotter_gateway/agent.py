@@ -10,14 +10,14 @@ from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, Path, Query, Request
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 from nats.errors import NoRespondersError
 from sse_starlette import EventSourceResponse
 
 from spotter_shared import bus
 from spotter_shared.contracts.billing import UsageQuery
-from spotter_shared.contracts.commands import PageContext, SendMessage, TurnCommand
+from spotter_shared.contracts.commands import OrganizeConversation, PageContext, SendMessage, TurnCommand
 from spotter_shared.contracts.events import Done, ErrorEvent, TurnUsage
 from spotter_shared.contracts.rag import EmbedRequest
 from spotter_shared.errors import ErrorCode, RemoteError, SpotterError
@@ -227,11 +227,13 @@ async def list_conversations(
     db: Pool,
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
     q: Annotated[str | None, Query(max_length=search.MAX_QUERY_CHARS)] = None,
+    archived: bool = False,
 ) -> dict[str, Any]:
-    """The caller's conversations, newest first; with `q`, those matching it, best first."""
+    """The caller's open conversations (`archived=true`: the archived ones), pinned first, then
+    newest; with `q`, those matching it, best first."""
     text = " ".join((q or "").split())
     if not text:
-        return {"conversations": await conversations.list_for(db, actor, limit)}
+        return {"conversations": await conversations.list_for(db, actor, limit, archived=archived)}
     if any(unicodedata.category(ch) == "Cc" for ch in text):
         raise SpotterError(ErrorCode.INVALID_REQUEST, "q must not contain control characters.")
     found = await search.search(db, actor, text, limit, lambda: query_embedding(request, text))
@@ -259,6 +261,35 @@ async def query_embedding(request: Request, text: str) -> search.QueryVector | N
 async def get_conversation(actor: Member, db: Pool, conversation_id: Annotated[str, Path(alias="conversationId")]) -> dict[str, Any]:
     row = await conversations.owned_conversation(db, actor, parse_uuid(conversation_id, "conversationId"))
     return await conversations.detail(db, row)
+
+
+class OrganizeBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    pinned: bool | None = Field(default=None)
+    archived: bool | None = Field(default=None)
+
+    @model_validator(mode="after")
+    def _something(self) -> "OrganizeBody":
+        if self.pinned is None and self.archived is None:
+            raise ValueError("give pinned or archived")
+        return self
+
+
+@router.patch("/conversations/{conversationId}")
+async def organize_conversation(request: Request, body: OrganizeBody, actor: Member, db: Pool,
+                                conversation_id: Annotated[str, Path(alias="conversationId")]) -> dict[str, Any]:
+    """Pin or archive: the orchestrator owns the conversation row, so it is asked to change it."""
+    row = await conversations.owned_conversation(db, actor, parse_uuid(conversation_id, "conversationId"))
+    ask = OrganizeConversation(conversation_id=str(row["id"]), actor=actor, pinned=body.pinned,
+                               archived=body.archived, trace_id=trace_id(request))
+    try:
+        await edges.organize(ask, timeout=5.0, trace_id=ask.trace_id)
+    except RemoteError as exc:
+        raise exc.as_spotter() from exc
+    except (TimeoutError, NoRespondersError) as exc:
+        raise SpotterError(ErrorCode.INTERNAL, UNREACHABLE, status=503) from exc
+    return conversations.summary(await conversations.owned_conversation(db, actor, row["id"]))
 
 
 @router.get("/usage")

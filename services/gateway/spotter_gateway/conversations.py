@@ -56,11 +56,12 @@ def summary(row: asyncpg.Record) -> dict[str, Any]:
     }
 
 
-async def list_for(db: asyncpg.Pool, actor: Actor, limit: int) -> list[dict[str, Any]]:
+async def list_for(db: asyncpg.Pool, actor: Actor, limit: int, *, archived: bool = False) -> list[dict[str, Any]]:
+    """The open (or the archived) conversations: pinned first, then newest."""
     rows = await db.fetch(
-        _SUMMARY + """WHERE c.organization_id = $1 AND c.user_id = $2 AND c.archived_at IS NULL
-                      ORDER BY c.last_message_at DESC LIMIT $3""",
-        uuid.UUID(actor.organization_id), uuid.UUID(actor.user_id), limit,
+        _SUMMARY + """WHERE c.organization_id = $1 AND c.user_id = $2 AND (c.archived_at IS NOT NULL) = $4
+                      ORDER BY c.pinned DESC, c.last_message_at DESC, c.id LIMIT $3""",
+        uuid.UUID(actor.organization_id), uuid.UUID(actor.user_id), limit, archived,
     )
     return [summary(r) for r in rows]
 

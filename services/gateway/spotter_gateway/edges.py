@@ -1,6 +1,6 @@
 """The gateway's edges on the bus, declared at module level so the AsyncAPI document lists them:
-the turn commands it publishes, the questions it asks (admission, usage, a search query's
-embedding) and the live conversation events it consumes."""
+the turn commands it publishes, the questions it asks (admission, pin/archive, usage, a search
+query's embedding) and the live conversation events it consumes."""
 
 from __future__ import annotations
 
@@ -12,7 +12,9 @@ from spotter_shared import bus
 from spotter_shared.service import FromContext, service_broker
 from spotter_shared.settings import CommonSettings
 from spotter_shared.contracts.billing import USAGE
-from spotter_shared.contracts.commands import ADMIT, CANCEL_SUSPENDED, CONFIRM_TOOL, PICK_TOOL, SEND_MESSAGE, UNDO
+from spotter_shared.contracts.commands import (
+    ADMIT, CANCEL_SUSPENDED, CONFIRM_TOOL, ORGANIZE_CONVERSATION, PICK_TOOL, SEND_MESSAGE, UNDO,
+)
 from spotter_shared.contracts.events import CONVERSATION_EVENTS, ConversationEvent
 from spotter_shared.contracts.rag import EMBED
 
@@ -27,6 +29,7 @@ pick_tool = bus.publisher(router, PICK_TOOL)
 undo_tool = bus.publisher(router, UNDO)
 cancel_suspended = bus.publisher(router, CANCEL_SUSPENDED)
 admit = bus.requester(router, ADMIT)
+organize = bus.requester(router, ORGANIZE_CONVERSATION)
 usage = bus.requester(router, USAGE)
 embed = bus.requester(router, EMBED)
 

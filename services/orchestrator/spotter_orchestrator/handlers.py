@@ -1,5 +1,5 @@
 """What the orchestrator consumes, at module level: the five durable turn commands, the cancel
-broadcast and the admission request (what it sends is declared in edges.py). Each handler
+broadcast, the admission request and pin/archive (what it sends is declared in edges.py). Each handler
 validates (its parameter is the contract), calls the core and acknowledges; the core knows
 nothing of NATS."""
 
@@ -19,8 +19,9 @@ from spotter_shared import bus
 from spotter_shared.bus import COMMANDS_JSTREAM, park
 from spotter_shared.contracts.base import Endpoint
 from spotter_shared.contracts.commands import (
-    ADMIT, CANCEL_SUSPENDED, CANCEL_TURN, CONFIRM_TOOL, ORCHESTRATOR_DURABLE, PICK_TOOL, SEND_MESSAGE, UNDO, Admission,
-    AdmitCommand, CancelSuspended, CancelTurn, ConfirmTool, PickTool, SendMessage, UndoTool,
+    ADMIT, CANCEL_SUSPENDED, CANCEL_TURN, CONFIRM_TOOL, ORCHESTRATOR_DURABLE, ORGANIZE_CONVERSATION, PICK_TOOL,
+    SEND_MESSAGE, UNDO, Admission, AdmitCommand, CancelSuspended, CancelTurn, ConfirmTool, ConversationFlags,
+    OrganizeConversation, PickTool, SendMessage, UndoTool,
 )
 from spotter_shared.service import CORE, FromContext
 
@@ -66,6 +67,10 @@ async def on_admit(body: AdmitCommand, core: Core) -> Admission:
     return await core.admit(body)
 
 
+async def on_organize(body: OrganizeConversation, core: Core) -> ConversationFlags:
+    return await core.organize(body)
+
+
 HANDLERS: dict[str, Callable[..., Awaitable[None]]] = {
     SEND_MESSAGE.subject: on_send, CONFIRM_TOOL.subject: on_confirm, PICK_TOOL.subject: on_pick,
     UNDO.subject: on_undo, CANCEL_SUSPENDED.subject: on_cancel_suspended,
@@ -83,6 +88,7 @@ def build_router(settings: OrchestratorSettings) -> NatsRouter:
         )(HANDLERS[ep.subject])
     bus.subscriber(router, CANCEL_TURN)(on_cancel)
     bus.subscriber(router, ADMIT)(on_admit)
+    bus.subscriber(router, ORGANIZE_CONVERSATION)(on_organize)
     return router
 
 

@@ -187,6 +187,21 @@ class Store:
         )
         return status.endswith(" 1")
 
+    async def organize(self, conversation_id: str, organization_id: str, user_id: str,
+                       pinned: bool | None, archived: bool | None) -> asyncpg.Record | None:
+        """Set pinned and archived_at (now, or NULL when restored) on the user's own conversation;
+        a flag given as None is left as it is. Archiving an archived one keeps its first date."""
+        return await self.pool.fetchrow(
+            """UPDATE ai_conversations
+                  SET pinned = coalesce($4, pinned),
+                      archived_at = CASE WHEN $5::boolean IS NULL THEN archived_at
+                                         WHEN $5 THEN coalesce(archived_at, now()) END,
+                      updated_at = now()
+                WHERE id = $1 AND organization_id = $2 AND user_id = $3
+            RETURNING id, pinned, archived_at""",
+            uuid.UUID(conversation_id), uuid.UUID(organization_id), uuid.UUID(user_id), pinned, archived,
+        )
+
     async def set_title(self, conversation_id: str, title: str, *, replacing: str | None) -> bool:
         """The model's title, unless the title is no longer the one it replaces (renamed meanwhile)."""
         status = await self.pool.execute(

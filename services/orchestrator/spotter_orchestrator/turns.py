@@ -19,8 +19,8 @@ from typing import Any
 
 from spotter_shared import bus, telemetry
 from spotter_shared.contracts.commands import (
-    Admission, AdmitCommand, CancelSuspended, CancelTurn, ConfirmTool, PickTool, SendMessage, TurnCommand,
-    UndoTool,
+    Admission, AdmitCommand, CancelSuspended, CancelTurn, ConfirmTool, ConversationFlags, OrganizeConversation,
+    PickTool, SendMessage, TurnCommand, UndoTool,
 )
 from spotter_shared.contracts.events import ConversationStarted, Done, ErrorEvent, TurnUsage
 from spotter_shared.contracts.tools import CallState, CloseCalls, ResolveCall, ToolName, ToolOutcome, ToolSpec, UndoRequest
@@ -324,6 +324,17 @@ class TurnRunner:
         if not await self._lock.claim(cmd.conversation_id, turn_id):
             raise SpotterError(ErrorCode.CONVERSATION_BUSY, "This conversation is busy; try again.")
         return Admission(verdict="start", turn_id=turn_id)
+
+    # pin / archive ----------------------------------------------------------------------------------
+    async def organize(self, cmd: OrganizeConversation) -> ConversationFlags:
+        """Pin or archive: flags only, so it needs no lease and never waits for a running turn."""
+        row = await self._store.organize(cmd.conversation_id, cmd.actor.organization_id, cmd.actor.user_id,
+                                         cmd.pinned, cmd.archived)
+        if row is None:
+            raise SpotterError(ErrorCode.NOT_FOUND, "Conversation not found.")
+        archived_at = row["archived_at"]
+        return ConversationFlags(conversation_id=str(row["id"]), pinned=row["pinned"],
+                                 archived_at=archived_at.isoformat() if archived_at else None)
 
     # confirm / pick ---------------------------------------------------------------------------------
     async def _run_resolution(self, cmd: ConfirmTool | PickTool, turn: TurnRecord, emitter: Emitter) -> Outcome:

@@ -138,3 +138,28 @@ ADMIT = request_endpoint(
     "spotter.turns.admit", AdmitCommand, Admission, queue=ORCHESTRATOR_DURABLE,
     description="Admissibility of confirm / pick / undo / cancel, decided in one place (the orchestrator).",
 )
+
+
+class OrganizeConversation(Contract):
+    """Pin or archive a conversation. The orchestrator owns ai_conversations, so the gateway asks it
+    to change the flags instead of writing them."""
+
+    conversation_id: str = Field(description="The caller's conversation (ownership already checked).")
+    actor: Actor = Field(description="Caller; the conversation must be theirs in this organization.")
+    pinned: bool | None = Field(default=None, description="Pin (true) or unpin (false); null leaves it.")
+    archived: bool | None = Field(default=None, description="Archive (true) or restore (false); null leaves it.")
+    trace_id: str = Field(description="Trace id.")
+
+
+class ConversationFlags(Contract):
+    """The conversation's flags after the change. Refusal: a typed `not_found` error reply."""
+
+    conversation_id: str = Field(description="The conversation.")
+    pinned: bool = Field(description="Whether it is pinned.")
+    archived_at: str | None = Field(description="When it was archived (ISO 8601), null when it is not.")
+
+
+ORGANIZE_CONVERSATION = request_endpoint(
+    "spotter.conversations.organize", OrganizeConversation, ConversationFlags, queue=ORCHESTRATOR_DURABLE,
+    description="Pin, unpin, archive or restore a conversation (the orchestrator writes ai_conversations).",
+)
