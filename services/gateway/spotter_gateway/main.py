@@ -12,7 +12,7 @@ from spotter_shared.auth import TokenVerifier
 from spotter_shared.service import infra
 from spotter_shared.turnlock import TurnLock
 
-from . import agent, edges, errors, hitl, ops
+from . import agent, dev_auth, edges, errors, hitl, ops, studio, web
 from .middleware import RequestGuard
 from .settings import GatewaySettings
 from .streams import LiveEvents
@@ -33,8 +33,9 @@ def create_app(settings: GatewaySettings) -> FastAPI:
     app = FastAPI(title="Spotter gateway", version="0.1.0", lifespan=lifespan)
     errors.install(app)
     app.add_middleware(RequestGuard, max_body_bytes=settings.spotter_max_body_bytes, requests_total=ops.REQUESTS_TOTAL)
-    for router in (ops.router, agent.router, hitl.router, hitl.audit_router):
+    for router in (ops.router, agent.router, hitl.router, hitl.audit_router, studio.router, dev_auth.router):
         app.include_router(router)
+    web.install(app, settings)
     return app
 
 

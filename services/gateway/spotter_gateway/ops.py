@@ -1,13 +1,12 @@
-"""Operational endpoints (liveness, readiness, metrics), the caller's own memberships, and the web UI."""
+"""Operational endpoints (liveness, readiness, metrics), and the caller's own memberships."""
 
 from __future__ import annotations
 
 import uuid
-from importlib import resources
 from typing import Any
 
 from fastapi import APIRouter, Request
-from fastapi.responses import HTMLResponse, JSONResponse, Response
+from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, generate_latest
 
 from .deps import CurrentCaller, Pool
@@ -65,7 +64,3 @@ async def me(caller: CurrentCaller, db: Pool) -> dict[str, Any]:
         ],
     }
 
-
-@router.get("/", response_class=HTMLResponse, include_in_schema=False)
-async def index() -> HTMLResponse:
-    return HTMLResponse(resources.files("spotter_gateway").joinpath("web/index.html").read_text())
