@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 import uuid
 
 import asyncpg
@@ -294,10 +295,14 @@ async def test_disabled_agent_answers_agent_disabled(http: httpx.AsyncClient, po
 
 
 async def test_web_ui_is_served(http: httpx.AsyncClient) -> None:
+    # The app web/ builds (make bootstrap); tests/browser drives it, tests/gateway/test_studio_api.py the serving rules.
     page = await http.get("/")
     assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
-    for hook in ("/confirm/", "/pick/", "/undo/", "/cancel", "confirmation_pending", "disambiguation_pending"):
-        assert hook in page.text
+    assert '<div id="root">' in page.text
+    script = re.search(r'<script type="module"[^>]* src="(/assets/[^"]+\.js)"', page.text)
+    assert script is not None, page.text
+    bundle = await http.get(script.group(1))
+    assert bundle.status_code == 200 and "javascript" in bundle.headers["content-type"]
 
 
 async def test_retried_post_with_idempotency_key_replays_the_same_turn(http: httpx.AsyncClient, pool: asyncpg.Pool) -> None:
