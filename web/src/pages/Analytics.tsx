@@ -54,8 +54,8 @@ function AttendanceChart({ weeks }: { weeks: AnalyticsData["attendanceByWeek"] }
   const day = useDay();
   const [ref, width] = useWidth<HTMLDivElement>();
   const height = 240;
-  const pad = { top: 12, bottom: 28, start: 36, end: 8 };
   const max = niceMax(Math.max(1, ...weeks.map((w) => Math.max(w.booked, w.attended))));
+  const pad = { top: 12, bottom: 28, start: 16 + formatNumber(max).length * 7, end: 8 };
   const ticks = [0, 0.25, 0.5, 0.75, 1].map((f) => Math.round(max * f));
   const plotW = Math.max(0, width - pad.start - pad.end);
   const plotH = height - pad.top - pad.bottom;

@@ -11,7 +11,7 @@ import type { MemberRow } from "./Members";
 type MemberDetailData = MemberRow & {
   payments: { id: string; amountCents: number; currency: string; status: string; dueDate: string | null; paidAt: string | null }[];
   programs: { id: string; name: string }[];
-  bookings: { classSessionId: string; className: string; startsAt: string; status: string }[];
+  bookings: { classSessionId: string; className: string; startsAt: string; status: string; attended?: boolean }[];
   visitsLast30d: number;
 };
 
@@ -126,7 +126,7 @@ export function MemberDetail({ id }: { id: string }) {
               <EmptyState>{t("pages.member.noBookings")}</EmptyState>
             ) : (
               <ul className="plain-list">
-                {m.bookings.map((b) => (
+                {m.bookings.map((b) => ({ ...b, status: b.attended ? "attended" : b.status })).map((b) => (
                   <li key={`${b.classSessionId}-${b.startsAt}`} className="booking">
                     <div>
                       <span className="booking-class">{b.className}</span>

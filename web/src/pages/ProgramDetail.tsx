@@ -1,11 +1,13 @@
 // One program: its workouts by date, each with sections and movements.
-import { useEffect } from "react";
+import { useEffect, useState } from "react";
 import { useI18n } from "../i18n";
 import { Link } from "../router";
 import { useOrgPath } from "../session";
 import { useStudioEvents } from "../studio-events";
 import { usePageTitle } from "../shell/Shell";
-import { EmptyState, ErrorState, LoadingState, PageHeader, Refreshing, useDay, useFreshIds, useResource } from "./common";
+import { addDays, EmptyState, ErrorState, LoadingState, PageHeader, Refreshing, todayIn, useDay, useFreshIds, useResource } from "./common";
+
+const PAGE = 20;
 import type { ProgramSummary } from "./Programs";
 
 type Workout = {
@@ -25,6 +27,8 @@ export function ProgramDetail({ id }: { id: string }) {
   const { data: p, error, loading, reload } = useResource<ProgramData>(`${org}/studio/programs/${encodeURIComponent(id)}`);
   const fresh = useFreshIds(p ? p.workouts.map((w) => w.id) : null);
   usePageTitle(p?.name ?? null);
+  const [showEarlier, setShowEarlier] = useState(false);
+  const [limit, setLimit] = useState(PAGE);
 
   // The program is selected until the user picks one of its workouts.
   useEffect(() => {
@@ -41,26 +45,38 @@ export function ProgramDetail({ id }: { id: string }) {
       </div>
     );
   }
-  const workouts = [...p.workouts].sort((a, b) => (a.date ?? "9999").localeCompare(b.date ?? "9999"));
+  // From this week on by date (undated last); earlier ones on request, a page at a time.
+  const sorted = [...p.workouts].sort((a, b) => (a.date ?? "9999").localeCompare(b.date ?? "9999"));
+  const from = addDays(todayIn(), -6);
+  let start = sorted.findIndex((w) => (w.date ?? "9999") >= from);
+  if (start < 0) start = Math.max(0, sorted.length - PAGE);
+  const earlier = showEarlier ? 0 : start;
+  const workouts = sorted.slice(earlier, start + limit);
+  const more = sorted.length - (start + limit);
   return (
     <div className="page program-detail" data-testid="program-detail">
       {back}
       <PageHeader
         title={p.name}
         subtitle={
-          <>
+          <span className="program-sub">
             {p.description && <span className="program-desc-lg">{p.description}</span>}
             <span className="program-meta">
               <span>{t("pages.programs.workouts", { n: formatNumber(p.workoutCount) })}</span>
               <span aria-hidden="true">·</span>
               <span>{t("pages.programs.members", { n: formatNumber(p.memberCount) })}</span>
             </span>
-          </>
+          </span>
         }
         actions={<Refreshing active={loading} />}
       />
       {error && <ErrorState error={error} onRetry={reload} />}
       <h2 className="section-title">{t("pages.program.workouts")}</h2>
+      {earlier > 0 && (
+        <button type="button" className="ghost more-button" onClick={() => setShowEarlier(true)}>
+          {t("pages.program.earlier", { n: formatNumber(earlier) })}
+        </button>
+      )}
       {workouts.length === 0 ? (
         <EmptyState>{t("pages.program.noWorkouts")}</EmptyState>
       ) : (
@@ -109,6 +125,11 @@ export function ProgramDetail({ id }: { id: string }) {
             );
           })}
         </ol>
+      )}
+      {more > 0 && (
+        <button type="button" className="ghost more-button" onClick={() => setLimit((n) => n + PAGE)}>
+          {t("pages.program.more", { n: formatNumber(Math.min(PAGE, more)) })}
+        </button>
       )}
     </div>
   );

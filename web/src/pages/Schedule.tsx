@@ -30,7 +30,7 @@ function Chevron({ next }: { next?: boolean }) {
 }
 
 export function Schedule() {
-  const { t, formatDate } = useI18n();
+  const { t, locale, formatDate } = useI18n();
   const org = useOrgPath();
   const day = useDay();
   const params = useSearchParams();
@@ -57,6 +57,8 @@ export function Schedule() {
 
   const go = (target: string | null) => navigate(target ? `/schedule?week=${target}` : "/schedule");
   const time = (iso: string) => formatDate(iso, { timeZone: tz, hour: "numeric", minute: "2-digit" });
+  const timeFormat = useMemo(() => new Intl.DateTimeFormat(locale, { timeZone: tz, hour: "numeric", minute: "2-digit" }), [locale, tz]);
+  const range = (s: Session) => timeFormat.formatRange(new Date(s.startsAt), new Date(s.endsAt));
   const isThisWeek = data ? today >= data.weekStart && today <= data.weekEnd : true;
 
   const nav = (
@@ -125,13 +127,13 @@ export function Schedule() {
                                   label: `${s.classType.name}, ${day(d, { weekday: "short", day: "numeric", month: "short" })} ${time(s.startsAt)}`,
                                 })
                               }>
-                              <span className="session-time">{time(s.startsAt)}–{time(s.endsAt)}</span>
+                              <span className="session-time">{range(s)}</span>
                               <span className="session-name">{s.classType.name}</span>
                               <span className="session-coach">{s.coach?.fullName ?? t("pages.schedule.noCoach")}</span>
                               <span className="session-cap">
                                 <span className="cap-bar" aria-hidden="true"><span style={{ inlineSize: `${fill * 100}%` }} className={full ? "full" : ""} /></span>
                                 <span>{t("pages.schedule.booked", { booked: s.booked, capacity: s.capacity })}</span>
-                                {cancelled ? <span className="badge">{t("pages.schedule.cancelled")}</span> : full ? <span className="badge warn">{t("pages.schedule.full")}</span> : null}
+                                {cancelled ? <span className="badge">{t("pages.schedule.cancelled")}</span> : s.status === "draft" ? <span className="badge">{t("pages.schedule.draft")}</span> : full ? <span className="badge warn">{t("pages.schedule.full")}</span> : null}
                               </span>
                             </button>
                           </li>
