@@ -481,7 +481,8 @@ def run_stack(
         tok = run_command("spotter", ["token", token_email], env=env, cwd=cwd, output=False, bin_dir=bin_dir, timeout=60)
         token_lines = [line for line in tok.output_text().splitlines() if line.strip()]
         token = token_lines[-1].strip() if tok.returncode == 0 and token_lines else None
-        banner = ["", "=" * 72, f"  Spotter is up:  {base}"]
+        banner = ["", "=" * 72, f"  Spotter is up:  {base}",
+                  f"  Studio app:     open {base}/ in a browser and pick a demo user ({token_email} is the owner)"]
         if token:
             banner += [f"  Login token for {token_email}:", f"  {token}"]
         else:
