@@ -44,6 +44,7 @@ async def test_a_class_spotter_schedules_appears_on_the_schedule_page(
     word = tag()
     today = await pool.fetchval("SELECT (now() AT TIME ZONE 'UTC')::date")  # the studio's time zone is UTC
     class_name = f"Kettlebells {word}"
+    await pool.execute("INSERT INTO class_types (organization_id, name) VALUES ($1::uuid, $2)", studio.org.id, class_name)
     await sim.script(f"schedule kettlebells {word}", {"text": None, "tool_uses": [tool(
         "class_sessions__create", class_name=class_name, date=today.isoformat(), start_time="18:00", end_time="19:00",
         capacity=12, published=True)]}, {"text": "Scheduled.", "tool_uses": []})
@@ -58,6 +59,9 @@ async def test_a_class_spotter_schedules_appears_on_the_schedule_page(
     await spotter.says("Scheduled.")
     await expect(main.get_by_text(class_name)).to_be_visible()
     assert await owner_page.evaluate("window.__sameDocument === true"), "the page was reloaded"
+    assert await pool.fetchval(
+        """SELECT count(*) FROM class_sessions s JOIN class_types t ON t.id = s.class_type_id
+            WHERE s.organization_id = $1::uuid AND t.name = $2""", studio.org.id, class_name) == 1
     await shots.take(owner_page, "class-on-page")
 
 
