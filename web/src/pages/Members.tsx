@@ -97,7 +97,7 @@ export function Members() {
                     )}
                   </td>
                   <td><PaymentBadge status={m.payment.status} /></td>
-                  <td className="col-num col-due">
+                  <td className={`col-num col-due${m.payment.amountDueCents > 0 ? "" : " none"}`}>
                     {m.payment.amountDueCents > 0 ? money(m.payment.amountDueCents, m.payment.currency) : <span className="muted">—</span>}
                   </td>
                 </tr>

@@ -85,7 +85,7 @@ export function Schedule() {
           data ? (
             <>
               <span className="week-range">{t("pages.schedule.range", { start: day(data.weekStart, { day: "numeric", month: "short" }), end: day(data.weekEnd, { day: "numeric", month: "short", year: "numeric" }) })}</span>
-              <span className="muted"> · {t("pages.schedule.timezone", { tz: data.timezone })}</span>
+              <span className="muted tz"><span className="tz-sep" aria-hidden="true">· </span>{t("pages.schedule.timezone", { tz: data.timezone })}</span>
             </>
           ) : undefined
         }

@@ -1,6 +1,6 @@
 // Signed out: the development sign-in card (one button per demo user), or in production a note that
 // sign-in goes through the studio's identity provider (which redirects to `/#access_token=<JWT>`).
-import { useEffect, useState } from "react";
+import { useEffect, useId, useState } from "react";
 import { ApiError, request } from "../api";
 import { useI18n, type MessageKey } from "../i18n";
 import { useSession } from "../session";
@@ -37,6 +37,8 @@ function DevUsers() {
   const [users, setUsers] = useState<DevUser[] | null>(null);
   const [error, setError] = useState<ApiError | null>(null);
   const [busy, setBusy] = useState<string | null>(null);
+  const [filter, setFilter] = useState("");
+  const filterId = useId();
 
   useEffect(() => {
     const ctrl = new AbortController();
@@ -74,26 +76,45 @@ function DevUsers() {
       {error && <ShellError error={error} />}
       {!users && !error && <p className="signin-loading" role="status"><span className="spinner" aria-hidden="true" />{t("shell.signIn.loadingUsers")}</p>}
       {users && users.length === 0 && <p className="muted">{t("shell.signIn.noUsers")}</p>}
-      {users && users.length > 0 && (
-        <ul className="signin-users">
-          {users.map((u) => (
-            <li key={`${u.userId}-${u.organizationName}`}>
-              <button type="button" className="signin-user" onClick={() => choose(u)} disabled={busy !== null}
-                aria-busy={busy === u.email} data-testid="dev-user">
-                <span className="avatar" aria-hidden="true">{initials(u.fullName)}</span>
-                <span className="signin-user-text">
-                  <span className="signin-user-name">{u.fullName}</span>
-                  <span className="signin-user-email">{u.email}</span>
-                </span>
-                <span className="signin-user-meta">
-                  <span className="signin-user-org">{u.organizationName}</span>
-                  <span className={`badge role-${u.role}`}>{t(roleKey(u.role))}</span>
-                </span>
-              </button>
-            </li>
-          ))}
-        </ul>
+      {users && users.length > 8 && (
+        <div className="signin-filter">
+          <label htmlFor={filterId} className="visually-hidden">{t("shell.signIn.filter")}</label>
+          <input id={filterId} type="search" value={filter} onChange={(e) => setFilter(e.target.value)}
+            placeholder={t("shell.signIn.filter")} autoComplete="off" spellCheck={false} />
+        </div>
       )}
+      {users && users.length > 0 && (() => {
+        const q = filter.trim().toLowerCase();
+        const shown = users.filter((u) => !q || `${u.fullName} ${u.email} ${u.organizationName}`.toLowerCase().includes(q));
+        const groups: [MessageKey, DevUser[]][] = [
+          ["shell.signIn.staff", shown.filter((u) => u.role !== "member")],
+          ["shell.signIn.members", shown.filter((u) => u.role === "member")],
+        ];
+        if (shown.length === 0) return <p className="muted">{t("shell.signIn.noMatch")}</p>;
+        return groups.filter(([, list]) => list.length > 0).map(([label, list]) => (
+          <section key={label} className="signin-group" aria-label={t(label)}>
+            <h2 className="signin-group-title">{t(label)}</h2>
+            <ul className="signin-users">
+              {list.map((u) => (
+                <li key={`${u.userId}-${u.organizationName}`}>
+                  <button type="button" className="signin-user" onClick={() => choose(u)} disabled={busy !== null}
+                    aria-busy={busy === u.email} data-testid="dev-user">
+                    <span className="avatar" aria-hidden="true">{initials(u.fullName)}</span>
+                    <span className="signin-user-text">
+                      <span className="signin-user-name">{u.fullName}</span>
+                      <span className="signin-user-email">{u.email}</span>
+                    </span>
+                    <span className="signin-user-meta">
+                      <span className="signin-user-org">{u.organizationName}</span>
+                      <span className={`badge role-${u.role}`}>{t(roleKey(u.role))}</span>
+                    </span>
+                  </button>
+                </li>
+              ))}
+            </ul>
+          </section>
+        ));
+      })()}
       {busy && <p className="visually-hidden" role="status">{t("shell.signIn.signingIn")}</p>}
     </>
   );
