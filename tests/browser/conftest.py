@@ -53,6 +53,8 @@ class Shots:
     def __init__(self, item: pytest.Item) -> None:
         self.prefix = re.sub(r"[^A-Za-z0-9_.-]+", "_", item.name)
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        for old in ARTIFACTS.glob(f"{self.prefix}--*.png"):  # a previous run's, failure shots included
+            old.unlink()
 
     def path(self, state: str) -> Path:
         return ARTIFACTS / f"{self.prefix}--{state}.png"
