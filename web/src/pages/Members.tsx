@@ -15,6 +15,9 @@ export type MemberRow = {
   payment: { status: PaymentStatus; amountDueCents: number; currency: string; lastPaidAt: string | null };
 };
 
+/** The endpoint's page size ceiling; past it, the search narrows the list. */
+const MAX_ROWS = 200;
+
 export function Members() {
   const { t, formatNumber } = useI18n();
   const org = useOrgPath();
@@ -24,6 +27,7 @@ export function Members() {
   const [q, setQ] = useState(urlQ);
   const [debounced, setDebounced] = useState(urlQ.trim());
   const searchId = useId();
+  const [limit, setLimit] = useState(50);
 
   useEffect(() => {
     const timer = setTimeout(() => {
@@ -34,7 +38,9 @@ export function Members() {
     return () => clearTimeout(timer);
   }, [q]);
 
-  const path = `${org}/studio/members?${new URLSearchParams({ q: debounced, limit: "50", offset: "0" })}`;
+  useEffect(() => setLimit(50), [debounced]);
+
+  const path = `${org}/studio/members?${new URLSearchParams({ q: debounced, limit: String(limit), offset: "0" })}`;
   const { data, error, loading, reload } = useResource<{ members: MemberRow[]; total: number }>(path, { keep: true });
 
   return (
@@ -105,7 +111,14 @@ export function Members() {
             </tbody>
           </table>
           {data.total > data.members.length && (
-            <p className="table-foot muted">{t("pages.members.showing", { shown: formatNumber(data.members.length), total: formatNumber(data.total) })}</p>
+            <div className="table-foot">
+              <span className="muted">{t("pages.members.showing", { shown: formatNumber(data.members.length), total: formatNumber(data.total) })}</span>
+              {limit < MAX_ROWS && (
+                <button type="button" className="ghost more-button" disabled={loading} onClick={() => setLimit((n) => Math.min(MAX_ROWS, n + 50))}>
+                  {t("pages.members.more")}
+                </button>
+              )}
+            </div>
           )}
         </div>
       )}
