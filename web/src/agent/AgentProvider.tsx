@@ -45,7 +45,7 @@ const TOAST_MS = 15_000;
 const TAIL_WINDOW = 500;
 
 type Opener = (signal: AbortSignal) => AsyncGenerator<SseMessage>;
-type RunOptions = { fromEvents?: boolean; controller?: AbortController };
+type RunOptions = { fromEvents?: boolean; controller?: AbortController; retryOpener?: boolean };
 
 function newKey(): string {
   if (typeof crypto !== "undefined" && "randomUUID" in crypto) {
@@ -194,12 +194,14 @@ export function AgentProvider({ children }: { children: ReactNode }) {
           }
           if (sawDone || controller.signal.aborted) break;
           // The events endpoint ends when nothing runs any more; a turn's POST ends with its done.
-          if (fromEvents || !cidRef.current) break;
+          if (fromEvents) break;
           throw new ApiError(0, "network_error", "The stream ended before the turn did.", null);
         } catch (err) {
           if (controller.signal.aborted || (err as Error).name === "AbortError") break;
           const error = asApiError(err);
-          if (error.code === "network_error" && cidRef.current) {
+          // Resumable: after the events the log has, or (before the conversation is known) the
+          // same POST again — its Idempotency-Key makes the gateway replay that turn, not start one.
+          if (error.code === "network_error" && (cidRef.current || options.retryOpener)) {
             dropSince ??= Date.now();
             if (Date.now() - dropSince > RETRY_WINDOW_MS) {
               flush();
@@ -213,8 +215,12 @@ export function AgentProvider({ children }: { children: ReactNode }) {
             attempt += 1;
             if (controller.signal.aborted) break;
             const after = seqRef.current;
-            source = openStream(`${base}/conversations/${cidRef.current}/events?after=${after}`, { signal: controller.signal, lastEventId: String(after) });
-            fromEvents = true;
+            if (cidRef.current) {
+              source = openStream(`${base}/conversations/${cidRef.current}/events?after=${after}`, { signal: controller.signal, lastEventId: String(after) });
+              fromEvents = true;
+            } else {
+              source = opener(controller.signal);
+            }
             continue;
           }
           flush();
@@ -266,7 +272,7 @@ export function AgentProvider({ children }: { children: ReactNode }) {
     busyRef.current = true;
     void enqueue(() => stream((signal) => openStream(`${base}/messages`, {
       method: "POST", body: { conversationId: cidRef.current, message, pageContext }, signal, idempotencyKey,
-    })));
+    }), { retryOpener: true }));
   }, [base, enqueue, stream]);
 
   const resolve = useCallback((path: string, body?: unknown) => enqueue(() => {

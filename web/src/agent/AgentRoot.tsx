@@ -6,6 +6,7 @@ import { useSession } from "../session";
 import { AgentProvider, useAgent } from "./AgentProvider";
 import { Composer, MessageList } from "./Chat";
 import { BudgetModal, ConversationList, Toasts, UsageFooter } from "./Panels";
+import { BackIcon, CloseIcon, HistoryIcon, PlusIcon, SparkIcon } from "./icons";
 import "./agent.css";
 
 export function AgentRoot() {
@@ -80,7 +81,7 @@ function AgentUi() {
         onClick={() => (open ? close() : show())}
         data-state={status}
       >
-        <span className="agent-launcher-icon" aria-hidden="true">✦</span>
+        <span className="agent-launcher-icon" aria-hidden="true"><SparkIcon size={26} /></span>
         {state.running && !open && <span className="agent-launcher-busy" aria-hidden="true" />}
       </button>
       <aside
@@ -97,24 +98,24 @@ function AgentUi() {
       >
         <header className="agent-header">
           <div className="agent-brand">
-            <span className="agent-brand-icon" aria-hidden="true">✦</span>
+            <span className="agent-brand-icon" aria-hidden="true"><SparkIcon size={18} /></span>
             <div className="agent-brand-text">
               <span className="agent-brand-name">{t("agent.title")}</span>
-              {state.title && view === "chat" && <span className="agent-brand-sub">{state.title}</span>}
+              {state.title && view === "chat" && <span className="agent-brand-sub" dir="auto">{state.title}</span>}
             </div>
           </div>
           <div className="agent-header-actions">
             <button type="button" className="ghost agent-icon-button" onClick={() => setView(view === "list" ? "chat" : "list")} aria-pressed={view === "list"} title={view === "list" ? t("agent.backToChat") : t("agent.conversations")}>
-              <span aria-hidden="true">{view === "list" ? "←" : "☰"}</span>
+              {view === "list" ? <BackIcon /> : <HistoryIcon />}
               <span className="agent-header-label">{view === "list" ? t("agent.backToChat") : t("agent.conversations")}</span>
             </button>
             {view === "chat" && (
               <button type="button" className="ghost agent-icon-button" onClick={newConversation} title={t("agent.newConversation")} aria-label={t("agent.newConversation")} disabled={state.items.length === 0 && !state.conversationId}>
-                <span aria-hidden="true">＋</span>
+                <PlusIcon />
               </button>
             )}
             <button type="button" className="ghost agent-icon-button" onClick={close} aria-label={t("agent.close")} title={t("agent.close")}>
-              <span aria-hidden="true">✕</span>
+              <CloseIcon />
             </button>
           </div>
         </header>

@@ -1,8 +1,8 @@
 // One card per tool call, the two cards that wait for a person (confirm, pick), and error banners.
-import { useState } from "react";
+import { useMemo, useState } from "react";
 import { useI18n, type MessageKey, type Translate } from "../i18n";
 import { useAgent } from "./AgentProvider";
-import { keyInputs, outputSummary, toolTitle } from "./tools";
+import { keyInputs, namesById, outputSummary, toolTitle } from "./tools";
 import type { Item } from "./types";
 
 type ToolItem = Extract<Item, { kind: "tool" }>;
@@ -29,8 +29,8 @@ export function ToolCard({ item }: { item: ToolItem }) {
         <span className="agent-card-title">{toolTitle(t, item.router, item.action)}</span>
         <span className="agent-card-state">{t(`agent.status.${status}` as MessageKey)}</span>
       </div>
-      {summary && <div className="agent-card-detail">{summary}</div>}
-      {item.error && item.status !== "rejected" && <div className="agent-card-detail error">{item.error.message || item.error.code}</div>}
+      {summary && <div className="agent-card-detail"><bdi>{summary}</bdi></div>}
+      {item.error && item.status !== "rejected" && <div className="agent-card-detail error"><bdi>{item.error.message || item.error.code}</bdi></div>}
       {item.status === "ok" && item.inverseAvailable && !item.undone && (
         <div className="agent-card-actions">
           <button type="button" className="ghost agent-undo" onClick={() => undo(item.toolUseId)} disabled={busy}>
@@ -44,7 +44,8 @@ export function ToolCard({ item }: { item: ToolItem }) {
 
 export function ConfirmCard({ item }: { item: ConfirmItem }) {
   const { t } = useI18n();
-  const { confirm } = useAgent();
+  const { confirm, state } = useAgent();
+  const names = useMemo(() => namesById(state.items.map((i) => (i.kind === "tool" ? i.output : i.kind === "picker" ? i.candidates : null))), [state.items]);
   // Disabled from the first click on, before the server has said anything.
   const [clicked, setClicked] = useState(false);
   const done = clicked || item.answer !== null;
@@ -53,7 +54,7 @@ export function ConfirmCard({ item }: { item: ConfirmItem }) {
     setClicked(true);
     confirm(item.toolUseId, approved);
   };
-  const inputs = keyInputs(item.input);
+  const inputs = keyInputs(item.input, names);
   return (
     <div className={`agent-card agent-confirm ${item.confirm}`} data-testid="confirm-card" role="group" aria-label={t("agent.confirm.heading")}>
       <div className="agent-card-row">
@@ -66,7 +67,7 @@ export function ConfirmCard({ item }: { item: ConfirmItem }) {
           {inputs.map(([k, v]) => (
             <div key={k}>
               <dt>{k}</dt>
-              <dd>{v}</dd>
+              <dd><bdi>{v}</bdi></dd>
             </div>
           ))}
         </dl>
@@ -89,7 +90,7 @@ export function PickerCard({ item }: { item: PickerItem }) {
   const done = chosen !== null;
   return (
     <div className="agent-card agent-picker" data-testid="picker-card" role="group" aria-label={item.prompt}>
-      <p className="agent-picker-prompt">{item.prompt}</p>
+      <p className="agent-picker-prompt" dir="auto">{item.prompt}</p>
       <div className="agent-candidates">
         {item.candidates.map((c) => (
           <button

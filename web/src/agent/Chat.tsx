@@ -5,6 +5,7 @@ import { usePathname } from "../router";
 import { useAgent } from "./AgentProvider";
 import { ConfirmCard, ErrorBanner, PickerCard, ToolCard } from "./Cards";
 import { Markdown } from "./Markdown";
+import { SendIcon, SparkIcon } from "./icons";
 
 const PAGES = ["members", "schedule", "programs", "tasks", "analytics"] as const;
 
@@ -19,7 +20,7 @@ function Suggestions() {
   const page = pageOf(usePathname());
   return (
     <div className="agent-empty">
-      <div className="agent-empty-mark" aria-hidden="true">✦</div>
+      <div className="agent-empty-mark" aria-hidden="true"><SparkIcon size={28} /></div>
       <h3>{t("agent.emptyTitle")}</h3>
       <p className="muted">{t("agent.emptyBody")}</p>
       <h4 className="agent-section-label">{t("agent.suggestions")}</h4>
@@ -28,7 +29,7 @@ function Suggestions() {
           const text = t(`agent.prompts.${page}.${n}` as MessageKey);
           return (
             <li key={n}>
-              <button type="button" className="agent-suggestion" onClick={() => send(text)}>{text}</button>
+              <button type="button" className="agent-suggestion" onClick={() => send(text)} dir="auto">{text}</button>
             </li>
           );
         })}
@@ -60,10 +61,10 @@ export function MessageList() {
       {state.items.map((item) => {
         switch (item.kind) {
           case "user":
-            return <div key={item.key} className="agent-msg user"><span className="visually-hidden">{t("agent.you")}: </span>{item.text}</div>;
+            return <div key={item.key} className="agent-msg user"><span className="visually-hidden">{t("agent.you")}: </span><div dir="auto">{item.text}</div></div>;
           case "assistant":
             return (
-              <div key={item.key} className={`agent-msg assistant${item.streaming ? " streaming" : ""}`}>
+              <div key={item.key} className={`agent-msg assistant${item.streaming ? " streaming" : ""}`} dir="auto">
                 <Markdown text={item.text} />
               </div>
             );
@@ -143,7 +144,7 @@ export const Composer = forwardRef<HTMLTextAreaElement>(function Composer(_props
         </button>
       ) : (
         <button type="submit" className="primary agent-send" disabled={busy || !text.trim()} aria-label={t("agent.send")} title={t("agent.send")}>
-          <span aria-hidden="true" className="agent-send-arrow">↑</span>
+          <SendIcon />
         </button>
       )}
       <span id="agent-composer-hint" className="agent-hint">{t("agent.composerHint")}</span>

@@ -5,6 +5,7 @@ import { useI18n } from "../i18n";
 import { useOrgPath } from "../session";
 import { useAgent } from "./AgentProvider";
 import { errorMessage } from "./Cards";
+import { ArchiveIcon, PinIcon, PlusIcon } from "./icons";
 import type { ConversationSummary } from "./types";
 
 function sortPinnedFirst(list: ConversationSummary[]): ConversationSummary[] {
@@ -42,7 +43,7 @@ export function ConversationList() {
 
   return (
     <div className="agent-list">
-      <button type="button" className="primary agent-new" onClick={newConversation}>＋ {t("agent.newConversation")}</button>
+      <button type="button" className="primary agent-new" onClick={newConversation}><PlusIcon /> {t("agent.newConversation")}</button>
       {error && (
         <div className="agent-error" data-testid="error-banner" role="alert">
           <div>{errorMessage(t, error.code)}</div>
@@ -56,18 +57,18 @@ export function ConversationList() {
           <li key={c.id} data-testid="conversation-item" data-pinned={c.pinned} className={c.id === state.conversationId ? "current" : undefined}>
             <button type="button" className="agent-conversation-open" onClick={() => openConversation(c.id)} aria-current={c.id === state.conversationId ? "true" : undefined}>
               <span className="agent-conversation-title">
-                {c.pinned && <span className="agent-pin-mark" aria-label={t("agent.pinned")}>📌 </span>}
-                {c.title || t("agent.untitled")}
+                {c.pinned && <span className="agent-pin-mark" title={t("agent.pinned")}><PinIcon filled /><span className="visually-hidden">{t("agent.pinned")}: </span></span>}
+                <span dir="auto">{c.title || t("agent.untitled")}</span>
               </span>
               {(c.lastMessageAt ?? c.createdAt) && (
                 <span className="agent-conversation-date">{formatDate(c.lastMessageAt ?? c.createdAt!, { dateStyle: "medium", timeStyle: "short" })}</span>
               )}
             </button>
             <div className="agent-conversation-actions">
-              <button type="button" className="ghost" onClick={() => patch(c, { pinned: !c.pinned })} aria-pressed={c.pinned}>
-                {c.pinned ? t("agent.unpin") : t("agent.pin")}
+              <button type="button" className="ghost" onClick={() => patch(c, { pinned: !c.pinned })} >
+                <PinIcon filled={c.pinned} /> {c.pinned ? t("agent.unpin") : t("agent.pin")}
               </button>
-              <button type="button" className="ghost" onClick={() => patch(c, { archived: true })}>{t("agent.archive")}</button>
+              <button type="button" className="ghost" onClick={() => patch(c, { archived: true })}><ArchiveIcon /> {t("agent.archive")}</button>
             </div>
           </li>
         ))}
@@ -95,7 +96,7 @@ export function UsageFooter() {
       ) : (
         <>
           <span className="agent-usage-bar" aria-hidden="true"><span style={{ inlineSize: `${percent}%` }} /></span>
-          <span className="agent-usage-figures" title={t("agent.usage.label")}>{`${dollars(usage.spentUsdMicros)} / $${dollars(usage.capUsdMicros)}`}</span>
+          <span className="agent-usage-figures" dir="ltr" title={t("agent.usage.label")}>{`${dollars(usage.spentUsdMicros)} / $${dollars(usage.capUsdMicros)}`}</span>
         </>
       )}
       {high && <span className="agent-upgrade">{t("agent.usage.upgrade")}</span>}

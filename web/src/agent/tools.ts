@@ -70,10 +70,33 @@ export function outputSummary(t: Translate, output: unknown): string | null {
   return null;
 }
 
-/** The inputs worth showing on a confirmation card: short scalar values, ids last. */
-export function keyInputs(input: Record<string, unknown>): [string, string][] {
+/** Names of the things earlier tool calls returned, by id, so a card can say "call the plumber"
+ * where the tool's input only has the task's id. */
+export function namesById(outputs: unknown[]): Map<string, string> {
+  const names = new Map<string, string>();
+  const walk = (value: unknown, depth: number) => {
+    if (!value || typeof value !== "object" || depth > 4) return;
+    if (Array.isArray(value)) {
+      for (const v of value.slice(0, 200)) walk(v, depth + 1);
+      return;
+    }
+    const o = value as Record<string, unknown>;
+    const name = NAME_KEYS.map((k) => o[k]).find((v) => typeof v === "string" && v);
+    for (const idKey of ["id", "membershipId", "pickedId"]) {
+      if (typeof o[idKey] === "string" && typeof name === "string") names.set(o[idKey] as string, name);
+    }
+    for (const v of Object.values(o)) if (v && typeof v === "object") walk(v, depth + 1);
+  };
+  outputs.forEach((o) => walk(o, 0));
+  return names;
+}
+
+/** The inputs worth showing on a confirmation card: short scalar values, ids last (named when an
+ * earlier tool call told us what they are). */
+export function keyInputs(input: Record<string, unknown>, names: Map<string, string> = new Map()): [string, string][] {
   const entries = Object.entries(input).filter(([, v]) => v !== null && v !== undefined && (typeof v !== "object" || Array.isArray(v)));
-  const scalar = entries.map(([k, v]) => [k, Array.isArray(v) ? v.map((x) => (typeof x === "object" ? nameOf(x) ?? "…" : String(x))).join(", ") : String(v)] as [string, string]);
+  const show = (v: unknown) => (typeof v === "string" && names.has(v) ? names.get(v)! : String(v));
+  const scalar = entries.map(([k, v]) => [k, Array.isArray(v) ? v.map((x) => (typeof x === "object" ? nameOf(x) ?? "…" : show(x))).join(", ") : show(v)] as [string, string]);
   const isId = (k: string) => /id$/i.test(k);
   return [...scalar.filter(([k]) => !isId(k)), ...scalar.filter(([k]) => isId(k))].slice(0, 6).map(([k, v]) => [humanize(k), clip(v, 80)]);
 }
