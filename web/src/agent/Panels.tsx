@@ -5,7 +5,7 @@ import { useI18n } from "../i18n";
 import { useOrgPath } from "../session";
 import { useAgent } from "./AgentProvider";
 import { errorMessage } from "./Cards";
-import { ArchiveIcon, PinIcon, PlusIcon } from "./icons";
+import { ArchiveIcon, PauseIcon, PinIcon, PlusIcon } from "./icons";
 import type { ConversationSummary } from "./types";
 
 function sortPinnedFirst(list: ConversationSummary[]): ConversationSummary[] {
@@ -155,7 +155,7 @@ export function BudgetModal() {
         data-testid="budget-modal"
         onKeyDown={trap}
       >
-        <div className="agent-modal-icon" aria-hidden="true">⏸</div>
+        <div className="agent-modal-icon" aria-hidden="true"><PauseIcon /></div>
         <h2 id="agent-budget-title">{t("agent.budget.title")}</h2>
         <div id="agent-budget-body">
           <p>{t("agent.budget.body")}</p>

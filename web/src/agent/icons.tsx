@@ -22,3 +22,4 @@ export const PinIcon = ({ filled = false }: { filled?: boolean }) => (
   <Icon size={15}><path d="M9 4h6l-1 5 3 3v2H7v-2l3-3-1-5Z" fill={filled ? "currentColor" : "none"} /><path d="M12 14v6" /></Icon>
 );
 export const ArchiveIcon = () => <Icon size={15}><rect x="3.5" y="4.5" width="17" height="4" rx="1" /><path d="M5.5 8.5v10a1 1 0 0 0 1 1h11a1 1 0 0 0 1-1v-10M10 12.5h4" /></Icon>;
+export const PauseIcon = () => <Icon size={28}><circle cx="12" cy="12" r="9" /><path d="M10 9v6M14 9v6" /></Icon>;
