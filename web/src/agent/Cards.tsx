@@ -65,8 +65,8 @@ export function ConfirmCard({ item }: { item: ConfirmItem }) {
       {inputs.length > 0 && (
         <dl className="agent-inputs">
           {inputs.map(([k, v]) => (
-            <div key={k}>
-              <dt>{k}</dt>
+            <div key={`${k}:${v}`}>
+              {k && <dt>{k}</dt>}
               <dd><bdi>{v}</bdi></dd>
             </div>
           ))}

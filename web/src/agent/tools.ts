@@ -98,7 +98,9 @@ export function keyInputs(input: Record<string, unknown>, names: Map<string, str
   const show = (v: unknown) => (typeof v === "string" && names.has(v) ? names.get(v)! : String(v));
   const scalar = entries.map(([k, v]) => [k, Array.isArray(v) ? v.map((x) => (typeof x === "object" ? nameOf(x) ?? "…" : show(x))).join(", ") : show(v)] as [string, string]);
   const isId = (k: string) => /id$/i.test(k);
-  return [...scalar.filter(([k]) => !isId(k)), ...scalar.filter(([k]) => isId(k))].slice(0, 6).map(([k, v]) => [humanize(k), clip(v, 80)]);
+  // A resolved id shows as its name, labelled by what it is ("taskId" → "Task"; a bare "id" → no label).
+  const label = (k: string) => (isId(k) && typeof input[k] === "string" && names.has(input[k] as string) ? humanize(k.replace(/_?id$/i, "")) : humanize(k));
+  return [...scalar.filter(([k]) => !isId(k)), ...scalar.filter(([k]) => isId(k))].slice(0, 6).map(([k, v]) => [label(k), clip(v, 80)]);
 }
 
 function humanize(key: string): string {
