@@ -45,6 +45,12 @@ async def status_of(pool: asyncpg.Pool, cid: str, tool_use_id: str) -> str:
                                uuid.UUID(cid), tool_use_id)
 
 
+async def detail_call(http: httpx.AsyncClient, studio, cid: str, tool_use_id: str) -> dict[str, Any]:
+    """The call as the conversation's detail shows it to a client that reopens the conversation."""
+    detail = (await http.get(base(studio, cid), headers=auth(studio.owner.user_id))).json()
+    return next(c for m in detail["messages"] for c in m.get("toolCalls", []) if c["toolUseId"] == tool_use_id)
+
+
 def tool(name: str, **tool_input: Any) -> dict[str, Any]:
     return {"name": name, "input": tool_input}
 
@@ -62,6 +68,8 @@ async def test_approve_runs_the_destructive_tool_and_resumes(http: httpx.AsyncCl
     cid = first.conversation_id
     assert await status_of(pool, cid, pending["toolUseId"]) == "pending"
     assert not await workout_deleted(pool, wid)
+    # A reopened conversation shows the same question: pending, and why it waits.
+    assert (await detail_call(http, studio, cid, pending["toolUseId"])).items() >= {"status": "pending", "confirm": "destructive"}.items()
 
     resumed = await confirm(http, studio, cid, pending["toolUseId"], True)
     assert [t for t in resumed.types() if t != "text_delta"] == ["tool_started", "tool_completed", "message_done", "done"]
@@ -199,11 +207,14 @@ async def test_undo_runs_the_inverse_and_links_audit_rows(http: httpx.AsyncClien
     created = first.of("tool_completed")[0]
     assert created["ok"] and created["inverseAvailable"] is True
     wid, cid = created["output"]["id"], first.conversation_id
+    # A reopened conversation offers the same undo the stream did.
+    assert (await detail_call(http, studio, cid, created["toolUseId"])).items() >= {"inverseAvailable": True, "undone": False}.items()
     undone = await sse(http, "POST", f"{base(studio, cid)}/undo/{created['toolUseId']}", headers=auth(studio.owner.user_id))
     assert [t for t in undone.types()] == ["tool_started", "tool_completed", "done"]
     assert (undone.of("tool_started")[0]["router"], undone.of("tool_started")[0]["action"]) == ("workouts", "delete")
     assert undone.of("tool_completed")[0]["ok"] is True
     assert await workout_deleted(pool, wid)
+    assert (await detail_call(http, studio, cid, created["toolUseId"])).items() >= {"inverseAvailable": False, "undone": True}.items()
     audit = await rows(pool, "SELECT id, action, resource_id, metadata FROM audit_logs WHERE organization_id = $1 ORDER BY created_at", uuid.UUID(studio.org.id))
     assert len(audit) == 2 and {a["resource_id"] for a in audit} == {wid}
     assert audit[1]["metadata"].get("undoOf") == str(audit[0]["id"])

@@ -24,6 +24,22 @@ SELECT c.id, c.title, c.pinned, c.archived_at, c.model, c.locale, c.last_message
 """
 
 
+_LOGGED_CALLS = """
+SELECT data->>'toolUseId' AS tool_use_id,
+       bool_or(type = 'tool_completed' AND (data->>'inverseAvailable')::boolean) AS inverse_available,
+       max(data->>'confirm') FILTER (WHERE type = 'confirmation_pending') AS confirm
+  FROM ai_conversation_events
+ WHERE conversation_id = $1 AND type IN ('tool_completed', 'confirmation_pending')
+ GROUP BY 1
+"""
+
+# An undo leaves an app-event note in the history naming the call it undid (the orchestrator's).
+_UNDONE_CALLS = """
+SELECT page_context->>'toolUseId' AS tool_use_id FROM ai_messages
+ WHERE conversation_id = $1 AND page_context->>'appEvent' = 'undo'
+"""
+
+
 async def owned_conversation(db: asyncpg.Pool, actor: Actor, conversation_id: uuid.UUID) -> asyncpg.Record:
     """The caller's own conversation in this org, or not_found (never 403: no existence leaks)."""
     row = await db.fetchrow(
@@ -89,12 +105,19 @@ async def detail(db: asyncpg.Pool, conversation: asyncpg.Record) -> dict[str, An
            FROM ai_tool_executions WHERE conversation_id = $1 ORDER BY created_at""",
         conversation["id"],
     )
+    # What only the event log knows about a call: whether its undo was offered, and why it waited.
+    logged = {r["tool_use_id"]: r for r in await db.fetch(_LOGGED_CALLS, conversation["id"])}
+    undone = {r["tool_use_id"] for r in await db.fetch(_UNDONE_CALLS, conversation["id"])}
     calls: dict[str, dict[str, Any]] = {
         r["tool_use_id"]: {
             "toolUseId": r["tool_use_id"], "router": r["router"], "action": r["action"], "input": r["input"],
             "status": r["status"], "output": r["output"],
             "error": {"code": r["error_code"], "message": r["error_message"]} if r["error_code"] else None,
             "durationMs": r["duration_ms"],
+            "inverseAvailable": r["tool_use_id"] not in undone and r["tool_use_id"] in logged
+                                and bool(logged[r["tool_use_id"]]["inverse_available"]),
+            "undone": r["tool_use_id"] in undone,
+            "confirm": logged[r["tool_use_id"]]["confirm"] if r["tool_use_id"] in logged else None,
         }
         for r in tools
     }

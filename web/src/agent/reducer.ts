@@ -212,12 +212,13 @@ function callItem(call: ToolCallDetail, mayAsk: boolean): Item {
     return { kind: "picker", key: `p${call.toolUseId}`, toolUseId: call.toolUseId, entity: String(input.kind ?? "item"), prompt: input.prompt, candidates, picked };
   }
   if (call.status === "pending" && mayAsk) {
-    return { kind: "confirm", key: `c${call.toolUseId}`, toolUseId: call.toolUseId, router: call.router, action: call.action, input, confirm: "destructive", answer: null };
+    return { kind: "confirm", key: `c${call.toolUseId}`, toolUseId: call.toolUseId, router: call.router, action: call.action, input, confirm: call.confirm ?? "destructive", answer: null };
   }
   const status = ({ pending: "waiting", running: "running", succeeded: "ok", failed: "error", rejected_by_user: "rejected" } as const)[call.status] ?? "ok";
   const error = call.error?.code ? { code: call.error.code, message: call.error.message ?? "" } : null;
   return {
     kind: "tool", key: `t${call.toolUseId}`, toolUseId: call.toolUseId, router: call.router, action: call.action, input,
-    status: error?.code === "rejected_by_user" ? "rejected" : status, output: call.output, error, inverseAvailable: false,
+    status: error?.code === "rejected_by_user" ? "rejected" : status, output: call.output, error,
+    inverseAvailable: status === "ok" && Boolean(call.inverseAvailable), undone: Boolean(call.undone),
   };
 }

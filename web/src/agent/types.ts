@@ -51,6 +51,8 @@ export type ToolCallDetail = {
   toolUseId: string; router: string; action: string; input: Record<string, unknown> | null;
   status: "pending" | "running" | "succeeded" | "failed" | "rejected_by_user"; output?: unknown;
   error?: { code: string | null; message: string | null } | null;
+  /** From the event log: whether the call's undo was offered, and why it waited for approval. */
+  inverseAvailable?: boolean; undone?: boolean; confirm?: "destructive" | "always" | null;
 };
 
 export type MessageDetail = {

@@ -55,7 +55,7 @@ function AttendanceChart({ weeks }: { weeks: AnalyticsData["attendanceByWeek"] }
   const [ref, width] = useWidth<HTMLDivElement>();
   const height = 240;
   const max = niceMax(Math.max(1, ...weeks.map((w) => Math.max(w.booked, w.attended))));
-  const pad = { top: 12, bottom: 28, start: 16 + formatNumber(max).length * 7, end: 8 };
+  const pad = { top: 12, bottom: 28, start: 20 + formatNumber(max).length * 8, end: 8 };
   const ticks = [0, 0.25, 0.5, 0.75, 1].map((f) => Math.round(max * f));
   const plotW = Math.max(0, width - pad.start - pad.end);
   const plotH = height - pad.top - pad.bottom;
