@@ -61,8 +61,6 @@ async def test_a_member_sees_no_spotter(page: Page, context: BrowserContext, bro
         await coach.close()
 
 
-@pytest.mark.xfail(strict=True, reason="GET /dev/users returns the first 40 people (staff, then members by name): "
-                   "Demo Gym's ~300 members push member@demo.gym (Maya Member) out, so the page cannot offer it")
 async def test_the_demo_member_login_is_offered(demo_seeded: None, page: Page, platform: Platform) -> None:
     """`spotter seed-demo` names member@demo.gym as a login; the sign-in page must reach it."""
     await page.goto(platform.base_url + "/")

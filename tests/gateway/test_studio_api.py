@@ -174,6 +174,17 @@ async def test_dev_users_lists_the_configured_studios_staff_first(http: httpx.As
     assert {u["organizationName"] for u in staff} == {known.studio.org.name, known.other.org.name}
 
 
+async def test_dev_users_narrows_by_name_email_or_studio(http: httpx.AsyncClient, known: Known) -> None:
+    # Case-insensitive on name, email or studio; LIKE's wildcards are taken literally. (Finding a
+    # member past the first 40 is tests/browser/test_sign_in.py's member login.)
+    last = (await http.get("/dev/users", params={"q": "zz-no-such-person"})).json()["users"]
+    assert last == []
+    found = (await http.get("/dev/users", params={"q": known.studio.coach.full_name.upper()})).json()["users"]
+    assert [u["email"] for u in found] == [known.studio.coach.email]
+    assert (await http.get("/dev/users", params={"q": "%"})).json()["users"] == []
+    assert (await http.get("/dev/users", params={"q": "x" * 101})).status_code == 400
+
+
 async def test_dev_sign_in_issues_a_token_the_gateway_accepts(http: httpx.AsyncClient, known: Known) -> None:
     response = await http.post("/dev/sign-in", json={"email": known.studio.coach.email.upper()})
     assert response.status_code == 200

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Depends, Query, Request
 from pydantic import BaseModel, ConfigDict, Field
 
 from spotter_shared.auth import issue_dev_token
@@ -27,6 +27,7 @@ SELECT u.id, u.email, u.full_name, o.name AS organization_name, m.role::text AS 
   JOIN users u ON u.id = m.user_id
   JOIN organizations o ON o.id = m.organization_id
  WHERE o.slug = ANY($1::text[]) AND m.status = 'active'
+   AND ($3::text IS NULL OR u.full_name ILIKE $3 OR u.email ILIKE $3 OR o.name ILIKE $3)
  ORDER BY m.role, array_position($1::text[], o.slug::text), u.full_name, u.id
  LIMIT $2
 """
@@ -56,8 +57,12 @@ class SignInBody(BaseModel):
 
 
 @router.get("/users")
-async def dev_users(settings: DevSettings, db: Pool) -> dict[str, Any]:
-    rows = await db.fetch(_USERS, settings.spotter_dev_signin_orgs, MAX_USERS)
+async def dev_users(settings: DevSettings, db: Pool, q: Annotated[str | None, Query(max_length=100)] = None) -> dict[str, Any]:
+    """The first MAX_USERS people, staff first; `q` narrows by name, email or studio (a demo studio
+    has hundreds of members, so the page searches here rather than in what it was given)."""
+    text = (q or "").strip()
+    pattern = "%" + text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%" if text else None
+    rows = await db.fetch(_USERS, settings.spotter_dev_signin_orgs, MAX_USERS, pattern)
     return {"users": [
         {"userId": str(r["id"]), "email": r["email"], "fullName": r["full_name"],
          "organizationName": r["organization_name"], "role": r["role"]}

@@ -40,15 +40,23 @@ function DevUsers() {
   const [filter, setFilter] = useState("");
   const filterId = useId();
 
+  // A demo studio has hundreds of members: the filter asks the server (debounced), which searches
+  // everyone, not just the first page it sent.
   useEffect(() => {
     const ctrl = new AbortController();
-    request<{ users: DevUser[] }>("/dev/users", { signal: ctrl.signal })
-      .then((r) => setUsers(r.users))
-      .catch((e) => {
-        if ((e as Error).name !== "AbortError") setError(e instanceof ApiError ? e : new ApiError(0, "network_error", String(e), null));
-      });
-    return () => ctrl.abort();
-  }, []);
+    const q = filter.trim();
+    const timer = window.setTimeout(() => {
+      request<{ users: DevUser[] }>(q ? `/dev/users?q=${encodeURIComponent(q)}` : "/dev/users", { signal: ctrl.signal })
+        .then((r) => setUsers(r.users))
+        .catch((e) => {
+          if ((e as Error).name !== "AbortError") setError(e instanceof ApiError ? e : new ApiError(0, "network_error", String(e), null));
+        });
+    }, q ? 250 : 0);
+    return () => {
+      window.clearTimeout(timer);
+      ctrl.abort();
+    };
+  }, [filter]);
 
   const choose = async (user: DevUser) => {
     setBusy(user.email);
@@ -76,7 +84,7 @@ function DevUsers() {
       {error && <ShellError error={error} />}
       {!users && !error && <p className="signin-loading" role="status"><span className="spinner" aria-hidden="true" />{t("shell.signIn.loadingUsers")}</p>}
       {users && users.length === 0 && <p className="muted">{t("shell.signIn.noUsers")}</p>}
-      {users && users.length > 8 && (
+      {users && (users.length > 8 || filter !== "") && (
         <div className="signin-filter">
           <label htmlFor={filterId} className="visually-hidden">{t("shell.signIn.filter")}</label>
           <input id={filterId} type="search" value={filter} onChange={(e) => setFilter(e.target.value)}
