@@ -13,7 +13,7 @@ from tests.factories import Studio
 from tests.platform import Platform
 
 from .conftest import Shots
-from .ui import Spotter, tag
+from .ui import Spotter, tag, until
 
 
 async def test_open_pin_and_archive_conversations(owner_page: Page, studio: Studio, pool: asyncpg.Pool, platform: Platform, shots: Shots) -> None:
@@ -39,11 +39,11 @@ async def test_open_pin_and_archive_conversations(owner_page: Page, studio: Stud
     await alpha.get_by_role("button", name="Pin").click()
     await expect(items.nth(0)).to_contain_text(f"Alpha {word}")  # pinned first
     await expect(alpha.get_by_role("button", name="Unpin")).to_be_visible()
-    assert await pool.fetchval("SELECT pinned FROM ai_conversations WHERE id = $1", uuid.UUID(ids["Alpha"])) is True
+    await until(lambda: pool.fetchval("SELECT pinned FROM ai_conversations WHERE id = $1", uuid.UUID(ids["Alpha"])))
 
     await items.filter(has_text=f"Beta {word}").get_by_role("button", name="Archive").click()
     await expect(items).to_have_count(1)
-    assert await pool.fetchval("SELECT archived_at IS NOT NULL FROM ai_conversations WHERE id = $1", uuid.UUID(ids["Beta"])) is True
+    await until(lambda: pool.fetchval("SELECT archived_at IS NOT NULL FROM ai_conversations WHERE id = $1", uuid.UUID(ids["Beta"])))
     await shots.take(owner_page, "pinned-archived")
 
     # Opening one shows its messages.

@@ -3,8 +3,11 @@ accessible name, with data-testid hooks only where roles are not enough."""
 
 from __future__ import annotations
 
+import asyncio
+
 import re
 import uuid
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import asyncpg
@@ -16,6 +19,15 @@ TURN_TIMEOUT_MS = 20_000
 
 def tool(name: str, **tool_input: Any) -> dict[str, Any]:
     return {"name": name, "input": tool_input}
+
+
+async def until(check: Callable[[], Awaitable[Any]], timeout: float = 10.0) -> None:
+    """Wait for a database condition the UI may show before the server has stored it (an optimistic
+    list update): polls `check` until it is truthy, fails after `timeout` seconds."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not await check():
+        assert asyncio.get_running_loop().time() < deadline, "condition not met in time"
+        await asyncio.sleep(0.05)
 
 
 def tag() -> str:

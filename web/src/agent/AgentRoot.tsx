@@ -37,6 +37,13 @@ function AgentUi() {
     setView("chat");
   }, [setOpen, setView]);
 
+  // On a wide screen the page makes room for the open sheet instead of hiding behind it, so what
+  // Spotter changes stays in view (base.css: html[data-spotter-open]).
+  useEffect(() => {
+    document.documentElement.toggleAttribute("data-spotter-open", open);
+    return () => document.documentElement.removeAttribute("data-spotter-open");
+  }, [open]);
+
   // Opening moves focus into the composer (once the sheet is visible).
   useEffect(() => {
     if (!open) return;

@@ -76,7 +76,8 @@ export function ConfirmCard({ item }: { item: ConfirmItem }) {
       <div className="agent-card-actions">
         <button type="button" className="primary" onClick={() => answer(true)} disabled={done}>{t("agent.approve")}</button>
         <button type="button" className="danger" onClick={() => answer(false)} disabled={done}>{t("agent.reject")}</button>
-        {item.answer && <span className={`badge ${item.answer === "approved" ? "ok" : "danger"}`}>{t(item.answer === "approved" ? "agent.approved" : "agent.rejected")}</span>}
+        {item.answer === "skipped" && <span className="badge">{t("agent.skipped")}</span>}
+        {item.answer && item.answer !== "skipped" && <span className={`badge ${item.answer === "approved" ? "ok" : "danger"}`}>{t(item.answer === "approved" ? "agent.approved" : "agent.rejected")}</span>}
       </div>
     </div>
   );
@@ -111,6 +112,7 @@ export function PickerCard({ item }: { item: PickerItem }) {
         ))}
       </div>
       {done && chosen && <span className="badge ok">{t("agent.picker.picked")}</span>}
+      {done && chosen === "" && <span className="badge">{t("agent.skipped")}</span>}
     </div>
   );
 }

@@ -139,8 +139,14 @@ export function agentReducer(state: AgentState, action: Action): AgentState {
   switch (action.type) {
     case "events":
       return action.events.reduce(reduce, state);
-    case "user_message":
-      return { ...state, items: [...state.items, { kind: "user", key: action.key, text: action.text }] };
+    case "user_message": {
+      // Typing instead of answering closes the open question on the server (the replay guard);
+      // its buttons would only earn a tool_already_resolved, so they go quiet here too.
+      const closed = state.items.map((i): Item =>
+        i.kind === "confirm" && i.answer === null ? { ...i, answer: "skipped" }
+          : i.kind === "picker" && i.picked === null ? { ...i, picked: "" } : i);
+      return { ...state, items: [...closed, { kind: "user", key: action.key, text: action.text }] };
+    }
     case "turn_start":
       return { ...state, running: true };
     case "turn_end":

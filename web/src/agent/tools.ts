@@ -94,7 +94,8 @@ export function namesById(outputs: unknown[]): Map<string, string> {
 /** The inputs worth showing on a confirmation card: short scalar values, ids last (named when an
  * earlier tool call told us what they are). */
 export function keyInputs(input: Record<string, unknown>, names: Map<string, string> = new Map()): [string, string][] {
-  const entries = Object.entries(input).filter(([, v]) => v !== null && v !== undefined && (typeof v !== "object" || Array.isArray(v)));
+  // Machine-only fields (a bulk operation's selection token, a hash) mean nothing to a person.
+  const entries = Object.entries(input).filter(([k, v]) => v !== null && v !== undefined && (typeof v !== "object" || Array.isArray(v)) && !/(token|hash)$/i.test(k));
   const show = (v: unknown) => (typeof v === "string" && names.has(v) ? names.get(v)! : String(v));
   const scalar = entries.map(([k, v]) => [k, Array.isArray(v) ? v.map((x) => (typeof x === "object" ? nameOf(x) ?? "…" : show(x))).join(", ") : show(v)] as [string, string]);
   const isId = (k: string) => /id$/i.test(k);

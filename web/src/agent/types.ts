@@ -29,7 +29,7 @@ export type Item =
     }
   | {
       kind: "confirm"; key: string; toolUseId: string; router: string; action: string; input: Record<string, unknown>;
-      confirm: string; answer: "approved" | "rejected" | null;
+      confirm: string; answer: "approved" | "rejected" | "skipped" | null;
     }
   | { kind: "picker"; key: string; toolUseId: string; entity: string; prompt: string; candidates: PickCandidate[]; picked: string | null }
   | { kind: "error"; key: string; code: string; message: string; traceId: string | null };

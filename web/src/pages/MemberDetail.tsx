@@ -5,7 +5,7 @@ import { Link } from "../router";
 import { useOrgPath } from "../session";
 import { useStudioEvents } from "../studio-events";
 import { usePageTitle } from "../shell/Shell";
-import { Avatar, EmptyState, ErrorState, LoadingState, PaymentBadge, Refreshing, useDay, useMoney, useResource } from "./common";
+import { Avatar, EmptyState, ErrorState, LoadingState, MemberStatusBadge, PaymentBadge, Refreshing, useDay, useMoney, useResource } from "./common";
 import type { MemberRow } from "./Members";
 
 type MemberDetailData = MemberRow & {
@@ -49,7 +49,7 @@ export function MemberDetail({ id }: { id: string }) {
         <div className="person person-lg">
           <Avatar name={m.fullName} size={52} />
           <div className="person-text">
-            <h1>{m.fullName}</h1>
+            <h1><span dir="auto">{m.fullName}</span> <MemberStatusBadge status={m.status} /></h1>
             <span className="person-sub">{m.email}</span>
           </div>
         </div>

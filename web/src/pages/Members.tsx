@@ -3,7 +3,7 @@ import { useEffect, useId, useState } from "react";
 import { useI18n } from "../i18n";
 import { Link, navigate, useSearchParams } from "../router";
 import { useOrgPath } from "../session";
-import { Avatar, EmptyState, ErrorState, LoadingState, PageHeader, PaymentBadge, Refreshing, useMoney, useResource, type PaymentStatus } from "./common";
+import { Avatar, EmptyState, ErrorState, LoadingState, MemberStatusBadge, PageHeader, PaymentBadge, Refreshing, useMoney, useResource, type PaymentStatus } from "./common";
 
 export type MemberRow = {
   membershipId: string;
@@ -87,7 +87,7 @@ export function Members() {
                     <div className="person">
                       <Avatar name={m.fullName} />
                       <div className="person-text">
-                        <Link to={`/members/${m.membershipId}`} className="person-name">{m.fullName}</Link>
+                        <span className="person-line"><Link to={`/members/${m.membershipId}`} className="person-name" dir="auto">{m.fullName}</Link> <MemberStatusBadge status={m.status} /></span>
                         <span className="person-sub">{m.email}</span>
                       </div>
                     </div>

@@ -184,3 +184,10 @@ export function Avatar({ name, size = 32 }: { name: string; size?: number }) {
     </span>
   );
 }
+
+/** A membership that is not active (paused, left, pending) says so next to the name. */
+export function MemberStatusBadge({ status }: { status: string }) {
+  const { t } = useI18n();
+  if (status === "active" || !["paused", "cancelled", "pending"].includes(status)) return null;
+  return <span className={`badge member-status ${status === "cancelled" ? "" : "warn"}`}>{t(`pages.memberStatus.${status}` as MessageKey)}</span>;
+}

@@ -41,7 +41,7 @@ function StudioSwitcher() {
   const active = me?.memberships.filter((m) => m.status === "active") ?? [];
   if (!membership) return null;
   if (active.length < 2) {
-    return <span className="studio-name" title={membership.organizationName}>{membership.organizationName}</span>;
+    return <span className="studio-name" dir="auto" title={membership.organizationName}>{membership.organizationName}</span>;
   }
   return (
     <div className="studio-switch">
@@ -113,7 +113,7 @@ export function Shell({ children }: { children: ReactNode }) {
         <div className="sidebar-user">
           <span className="avatar" aria-hidden="true">{initials(name)}</span>
           <span className="sidebar-user-text">
-            <span className="sidebar-user-name" title={t("shell.signedInAs", { name })}>{name}</span>
+            <span className="sidebar-user-name" dir="auto" title={t("shell.signedInAs", { name })}>{name}</span>
             {membership && <span className="sidebar-user-role">{t(`shell.role.${membership.role}` as MessageKey)}</span>}
           </span>
           <button type="button" className="ghost signout" onClick={signOut} title={t("shell.signOut")}>
