@@ -13,7 +13,7 @@ from tests.factories import Studio
 from tests.platform import Platform
 
 from .conftest import Shots
-from .ui import TURN_TIMEOUT_MS, Spotter, assert_each_once, nav, numbered_words, tag, tool
+from .ui import TURN_TIMEOUT_MS, Spotter, assert_each_once, nav, slow_answer, tag, tool
 
 
 async def test_a_task_spotter_creates_appears_on_the_tasks_page_without_reload(
@@ -66,15 +66,9 @@ async def test_a_class_spotter_schedules_appears_on_the_schedule_page(
 
 
 async def test_a_stream_keeps_going_across_navigation(owner_page: Page, sim: Sim, shots: Shots) -> None:
-    word = tag()
-    words = numbered_words("nav", 40)
-    await sim.script(f"long answer {word}", {"text": " ".join(words), "tool_uses": []})
     spotter = Spotter(owner_page)
     await spotter.open()
-    await sim.latency(ttft_ms=200, tokens_per_second=20)  # ~4 s of streaming
-    try:
-        await spotter.send(f"long answer {word}")
-        await spotter.says(words[1])
+    async with slow_answer(sim, spotter, "nav", 40) as (_, words):
         await expect(spotter.sheet).to_have_attribute("data-state", "running")
         await nav(owner_page, "Tasks")
         await expect(owner_page).to_have_url(re.compile(r"/tasks$"))
@@ -83,7 +77,5 @@ async def test_a_stream_keeps_going_across_navigation(owner_page: Page, sim: Sim
         await shots.take(owner_page, "streaming-after-nav")
         await spotter.says(words[-1])
         await spotter.idle()
-    finally:
-        await sim.latency(ttft_ms=0, tokens_per_second=0)
     await expect(spotter.sheet).to_contain_text(" ".join(words), timeout=TURN_TIMEOUT_MS)
     await assert_each_once(spotter.sheet, words)

@@ -18,7 +18,7 @@ from tests.platform import Platform
 
 from .conftest import Shots, sign_in
 from .proxy import CuttableProxy
-from .ui import TURN_TIMEOUT_MS, Spotter, assert_each_once, numbered_words, tag
+from .ui import TURN_TIMEOUT_MS, Spotter, assert_each_once, slow_answer, tag
 
 
 @pytest.fixture
@@ -38,24 +38,16 @@ async def test_a_dropped_connection_resumes_from_the_last_event(
     resumed: list[Request] = []
     page.on("request", lambda r: resumed.append(r) if "/events" in r.url else None)
 
-    word = tag()
-    words = numbered_words("drop", 40)
-    scripted = " ".join(words)
-    await sim.script(f"tell me a story {word}", {"text": scripted, "tool_uses": []})
     spotter = Spotter(page)
     await spotter.open()
-    await sim.latency(ttft_ms=200, tokens_per_second=20)  # ~4 s of streaming
-    try:
-        await spotter.send(f"tell me a story {word}")
+    async with slow_answer(sim, spotter, "drop", 40) as (_, words):
         await spotter.says(words[2])
         await expect(spotter.sheet).to_have_attribute("data-state", "running")
         assert proxy.cut() >= 1
         await shots.take(page, "after-drop")
         await spotter.says(words[-1])
         await spotter.idle()
-    finally:
-        await sim.latency(ttft_ms=0, tokens_per_second=0)
-    await expect(spotter.sheet).to_contain_text(scripted)
+    await expect(spotter.sheet).to_contain_text(" ".join(words))
     await assert_each_once(spotter.sheet, words)
     # It came back through the events endpoint, after the last event it had seen.
     assert resumed, "no request to the conversation's events endpoint after the drop"

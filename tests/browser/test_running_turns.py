@@ -11,7 +11,7 @@ from tests.e2e.client import Sim
 from tests.factories import Studio
 
 from .conftest import Shots
-from .ui import TURN_TIMEOUT_MS, Spotter, assert_each_once, numbered_words, tag
+from .ui import TURN_TIMEOUT_MS, Spotter, assert_each_once, slow_answer
 
 
 async def turn_statuses(pool: asyncpg.Pool, org_id: str) -> list[str]:
@@ -22,19 +22,11 @@ async def turn_statuses(pool: asyncpg.Pool, org_id: str) -> list[str]:
 
 
 async def test_stop_cancels_the_running_turn(owner_page: Page, studio: Studio, pool: asyncpg.Pool, sim: Sim, shots: Shots) -> None:
-    word = tag()
-    words = numbered_words("stop", 60)
-    await sim.script(f"ramble on {word}", {"text": " ".join(words), "tool_uses": []})
     spotter = Spotter(owner_page)
     await spotter.open()
-    await sim.latency(ttft_ms=200, tokens_per_second=15)  # ~8 s of streaming
-    try:
-        await spotter.send(f"ramble on {word}")
-        await spotter.says(words[1])
+    async with slow_answer(sim, spotter, "stop", 60, tokens_per_second=15) as (_, words):
         await spotter.sheet.get_by_role("button", name="Stop").click()
         await spotter.idle()
-    finally:
-        await sim.latency(ttft_ms=0, tokens_per_second=0)
     await expect(spotter.sheet.get_by_role("button", name="Stop")).to_have_count(0)
     assert words[-1] not in await spotter.sheet.inner_text()
     assert await turn_statuses(pool, studio.org.id) == ["aborted"]
@@ -43,24 +35,16 @@ async def test_stop_cancels_the_running_turn(owner_page: Page, studio: Studio, p
 
 
 async def test_a_reload_mid_stream_shows_the_turn_where_it_stands(owner_page: Page, studio: Studio, pool: asyncpg.Pool, sim: Sim, shots: Shots) -> None:
-    word = tag()
-    words = numbered_words("reload", 40)
-    await sim.script(f"long story {word}", {"text": " ".join(words), "tool_uses": []})
     spotter = Spotter(owner_page)
     await spotter.open()
-    await sim.latency(ttft_ms=200, tokens_per_second=20)  # ~4 s of streaming
-    try:
-        await spotter.send(f"long story {word}")
-        await spotter.says(words[1])
+    async with slow_answer(sim, spotter, "reload", 40) as (ask, words):
         await owner_page.reload()
         # The app reopens on the running conversation (the sheet may need opening again) and follows it to the end.
         if not await spotter.composer.is_visible():
             await spotter.open()
-        await spotter.says(f"long story {word}")
+        await spotter.says(ask)
         await spotter.says(words[-1])
         await spotter.idle()
-    finally:
-        await sim.latency(ttft_ms=0, tokens_per_second=0)
     await expect(spotter.sheet).to_contain_text(" ".join(words), timeout=TURN_TIMEOUT_MS)
     await assert_each_once(spotter.sheet, words)
     assert await turn_statuses(pool, studio.org.id) == ["completed"]

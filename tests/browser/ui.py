@@ -4,14 +4,16 @@ accessible name, with data-testid hooks only where roles are not enough."""
 from __future__ import annotations
 
 import asyncio
-
+import contextlib
 import re
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import asyncpg
 from playwright.async_api import Locator, Page, expect
+
+from tests.e2e.client import Sim
 
 # A turn's whole round trip (gateway → orchestrator → simulator → tool-runner) on a 2-core machine.
 TURN_TIMEOUT_MS = 20_000
@@ -84,6 +86,23 @@ async def tool_status(pool: asyncpg.Pool, org_id: str, router: str, action: str)
              JOIN ai_conversations c ON c.id = e.conversation_id
             WHERE c.organization_id = $1 AND e.router = $2 AND e.action = $3 ORDER BY e.created_at""",
         uuid.UUID(org_id), router, action)
+
+
+@contextlib.asynccontextmanager
+async def slow_answer(sim: Sim, spotter: Spotter, prefix: str, n: int, tokens_per_second: float = 20) -> AsyncIterator[tuple[str, list[str]]]:
+    """Ask for an answer of `n` numbered words streamed slowly (20 tokens/s: 40 words take ~4 s);
+    yields the question and the words once the first word has shown, while the turn still runs.
+    The simulator's speed is global, so it is restored however the block ends."""
+    words = numbered_words(prefix, n)
+    ask = f"{prefix} please {tag()}"
+    await sim.script(ask, {"text": " ".join(words), "tool_uses": []})
+    await sim.latency(ttft_ms=200, tokens_per_second=tokens_per_second)
+    try:
+        await spotter.send(ask)
+        await spotter.says(words[0])
+        yield ask, words
+    finally:
+        await sim.latency(ttft_ms=0, tokens_per_second=0)
 
 
 def numbered_words(prefix: str, n: int) -> list[str]:

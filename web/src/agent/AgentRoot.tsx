@@ -1,6 +1,6 @@
 // Spotter for staff: a floating launcher (and Cmd/Ctrl-K) toggling a non-modal sheet that slides in
 // from the inline-end side. Mounted beside the routes, so its conversation outlives navigation.
-import { useCallback, useEffect, useRef, type KeyboardEvent } from "react";
+import { useCallback, useEffect, useLayoutEffect, useRef, type KeyboardEvent } from "react";
 import { useI18n } from "../i18n";
 import { useSession } from "../session";
 import { AgentProvider, useAgent } from "./AgentProvider";
@@ -53,8 +53,9 @@ function AgentUi() {
     return () => cancelAnimationFrame(id);
   }, [open, view]);
 
-  // Cmd-K / Ctrl-K anywhere toggles the sheet.
-  useEffect(() => {
+  // Cmd-K / Ctrl-K anywhere toggles the sheet. A layout effect: the shortcut works from the moment
+  // the launcher is painted, not one frame later.
+  useLayoutEffect(() => {
     const onKey = (e: globalThis.KeyboardEvent) => {
       if ((e.metaKey || e.ctrlKey) && !e.altKey && !e.shiftKey && e.key.toLowerCase() === "k") {
         e.preventDefault();
