@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
+from datetime import date, datetime
+from zoneinfo import ZoneInfo
 
 import asyncpg
 
@@ -37,3 +39,17 @@ async def make_studio(pool: asyncpg.Pool, *, tier: str = "pro", extra_members: l
         for name in programs:
             studio.programs[name] = await upsert_program(conn, org.id, name=name, description=f"{name} classes")
     return studio
+
+
+async def make_demo_year_studio(pool: asyncpg.Pool, zone: str) -> tuple[Studio, ZoneInfo, date]:
+    """A studio in `zone` holding the demo seed's whole year, ending on the studio's real today (so
+    "tomorrow" and "this week" are real days too); returns it with its zone and that day."""
+    from spotter_cli.demo_year import seed_demo_year  # the CLI's seeder; a few seconds
+
+    studio = await make_studio(pool)
+    await pool.execute("UPDATE organizations SET timezone = $2 WHERE id = $1", uuid.UUID(studio.org.id), zone)
+    tz = ZoneInfo(zone)
+    today = datetime.now(tz).date()
+    async with pool.acquire() as conn:
+        await seed_demo_year(conn, studio.org.id, today)
+    return studio, tz, today

@@ -16,8 +16,7 @@ import asyncpg
 import httpx
 import pytest
 
-from spotter_cli.demo_year import seed_demo_year
-from tests.factories import Studio, make_studio
+from tests.factories import Studio, make_demo_year_studio
 
 from .client import Sim, Stream, auth, send, sse
 from .helpers import assert_requests_valid, rows
@@ -42,14 +41,8 @@ class Year:
 
 @pytest.fixture(scope="module")
 async def year(pool: asyncpg.Pool) -> Year:
-    studio = await make_studio(pool)
+    studio, tz, today = await make_demo_year_studio(pool, ZONE)
     org = uuid.UUID(studio.org.id)
-    await pool.execute("UPDATE organizations SET timezone = $2 WHERE id = $1", org, ZONE)
-    tz = ZoneInfo(ZONE)
-    # The studio's real today, so "tomorrow" and "next week" in the prompts are real days too.
-    today = datetime.now(tz).date()
-    async with pool.acquire() as conn:
-        await seed_demo_year(conn, studio.org.id, today)
     programs = {r["name"]: str(r["id"]) for r in await pool.fetch(
         "SELECT id, name FROM programs WHERE organization_id = $1 AND deleted_at IS NULL", org)}
     class_types = {r["name"]: str(r["id"]) for r in await pool.fetch(

@@ -19,14 +19,13 @@ import asyncpg
 import httpx
 import pytest
 
-from spotter_cli.demo_year import seed_demo_year
 from spotter_cli.devstack import StackUrls
 from spotter_gateway.main import create_app
 from spotter_gateway.settings import GatewaySettings
 from spotter_gateway.web import dist_dir
 from spotter_shared.studio import Person, upsert_person
 from tests.e2e.client import auth
-from tests.factories import Studio, make_studio
+from tests.factories import Studio, make_demo_year_studio, make_studio
 from tests.servers import serve_in_thread
 
 ZONE = "Asia/Jerusalem"
@@ -59,13 +58,9 @@ def at(known_tz: ZoneInfo, day: date, hhmm: str) -> datetime:
 
 @pytest.fixture(scope="module")
 async def known(pool: asyncpg.Pool) -> Known:
-    studio, other = await make_studio(pool), await make_studio(pool)
+    (studio, tz, today), other = await make_demo_year_studio(pool, ZONE), await make_studio(pool)
     org = uuid.UUID(studio.org.id)
-    await pool.execute("UPDATE organizations SET timezone = $2 WHERE id = $1", org, ZONE)
-    tz = ZoneInfo(ZONE)
-    today = datetime.now(tz).date()
     async with pool.acquire() as conn:
-        await seed_demo_year(conn, studio.org.id, today)
         client = await upsert_person(conn, studio.org.id, email=f"zed.quill-{uuid.uuid4().hex[:6]}@test.gym",
                                      full_name="Zed Quillfeather", role="member", plan="3x/week", payment_status="paid")
     mid = uuid.UUID(client.membership_id)
