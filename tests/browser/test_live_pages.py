@@ -79,3 +79,25 @@ async def test_a_stream_keeps_going_across_navigation(owner_page: Page, sim: Sim
         await spotter.idle()
     await expect(spotter.sheet).to_contain_text(" ".join(words), timeout=TURN_TIMEOUT_MS)
     await assert_each_once(spotter.sheet, words)
+
+
+async def test_the_composer_sends_the_page_and_what_is_selected_on_it(
+    owner_page: Page, studio: Studio, pool: asyncpg.Pool, sim: Sim, platform: Platform,
+) -> None:
+    member = studio.member
+    ask = f"what about this member {tag()}"
+    await sim.script(ask, {"text": "Looking.", "tool_uses": []})
+    await owner_page.goto(platform.base_url + "/members")
+    await owner_page.get_by_role("link", name=member.full_name).click()
+    await expect(owner_page).to_have_url(re.compile(rf"/members/{member.membership_id}$"))
+    await expect(owner_page.get_by_role("heading", name=member.full_name)).to_be_visible()
+    spotter = Spotter(owner_page)
+    await spotter.open()
+    await spotter.send(ask)
+    await spotter.says("Looking.")
+    await spotter.idle()
+    stored = await pool.fetchval(
+        """SELECT m.page_context FROM ai_messages m JOIN ai_conversations c ON c.id = m.conversation_id
+            WHERE c.organization_id = $1::uuid AND m.role = 'user' ORDER BY m.created_at DESC LIMIT 1""", studio.org.id)
+    assert stored["pathname"] == f"/members/{member.membership_id}"
+    assert stored["selection"] == {"kind": "member", "id": member.membership_id, "label": member.full_name}
