@@ -25,7 +25,7 @@ def price(rates: RateCard, model: str, on: date = ON, **usage: int) -> int:
     [
         ("input_tokens", 2_000_000),
         ("output_tokens", 10_000_000),
-        ("cache_read_tokens", 200_000),  # 0.1 × input
+        ("cache_read_tokens", 100_000),  # 0.05 × input since 2026-10-07
         ("cache_write_5m_tokens", 2_500_000),  # 1.25 × input
         ("cache_write_1h_tokens", 4_000_000),  # 2 × input
     ],
@@ -42,13 +42,11 @@ def test_cache_write_ttls_are_priced_apart(rates: RateCard) -> None:
 
 
 def test_mixed_call_is_exact_micros(rates: RateCard) -> None:
+    usage = dict(input_tokens=1234, output_tokens=567, cache_read_tokens=8901, cache_write_5m_tokens=2345, cache_write_1h_tokens=3456)
     # 1234×2 + 567×10 + 8901×0.2 + 2345×2.5 + 3456×4 = 2468 + 5670 + 1780.2 + 5862.5 + 13824
-    cost = price(
-        rates, "claude-sonnet-5-5",
-        input_tokens=1234, output_tokens=567, cache_read_tokens=8901,
-        cache_write_5m_tokens=2345, cache_write_1h_tokens=3456,
-    )
-    assert cost == 29_605  # 29604.7 rounded once, at the end
+    assert price(rates, "claude-sonnet-5-5", date(2026, 10, 6), **usage) == 29_605  # 29604.7 rounded once, at the end
+    # The same call a day later: reads at 0.1 → 890.1, total 28714.6
+    assert price(rates, "claude-sonnet-5-5", date(2026, 10, 7), **usage) == 28_715
 
 
 def test_rounding_is_half_up_once(rates: RateCard) -> None:
@@ -79,7 +77,8 @@ def test_haiku_5_5_band_counts_cached_prompt_tokens(rates: RateCard) -> None:
 @pytest.mark.parametrize(
     ("model", "input_", "output", "read", "w5m", "w1h"),
     [
-        ("claude-opus-5-5", 4, 20, 0.40, 5, 8),
+        ("claude-opus-5-5", 4, 20, 0.20, 5, 8),
+        ("claude-opus-4-5", 5, 25, 0.50, 6.25, 10),
         ("claude-haiku-4-5", 1, 5, 0.10, 1.25, 2),
         ("claude-sonnet-4-5", 3, 15, 0.30, 3.75, 6),
     ],
@@ -134,10 +133,119 @@ def test_upper_bound_covers_any_split_of_the_prompt(rates: RateCard) -> None:
         assert price(rates, "claude-sonnet-5-5", output_tokens=1_000, **usage) <= bound
 
 
-def test_sonnet_5_5_reads_stay_at_documented_price_with_a_note(rates: RateCard) -> None:
-    period = rates.models["claude-sonnet-5-5"][0]
-    assert period.note and "0.10" in period.note
-    assert price(rates, "claude-sonnet-5-5", date(2026, 10, 8), cache_read_tokens=MTOK) == 200_000
+def test_sonnet_5_5_reads_halve_on_2026_10_07(rates: RateCard) -> None:
+    assert price(rates, "claude-sonnet-5-5", date(2026, 10, 6), cache_read_tokens=MTOK) == 200_000
+    assert price(rates, "claude-sonnet-5-5", date(2026, 10, 7), cache_read_tokens=MTOK) == 100_000
+    # Everything else is unchanged across the cut.
+    for bucket in ("input_tokens", "output_tokens", "cache_write_5m_tokens", "cache_write_1h_tokens"):
+        assert price(rates, "claude-sonnet-5-5", date(2026, 10, 6), **{bucket: MTOK}) == \
+            price(rates, "claude-sonnet-5-5", date(2026, 10, 7), **{bucket: MTOK})
+
+
+BEFORE, CUT = date(2026, 10, 6), date(2026, 10, 7)
+
+# Hand-computed: tokens × USD per MTok = micros. One row per model, bucket and date on each side
+# of 2026-10-07 (the Sonnet 5.5 read cut and the Haiku 5.5 launch); Haiku 5.5 per band.
+HAND = [
+    # model, day, bucket, tokens, micros
+    ("claude-sonnet-5-5", BEFORE, "input_tokens", MTOK, 2_000_000),
+    ("claude-sonnet-5-5", BEFORE, "output_tokens", MTOK, 10_000_000),
+    ("claude-sonnet-5-5", BEFORE, "cache_write_5m_tokens", MTOK, 2_500_000),
+    ("claude-sonnet-5-5", BEFORE, "cache_write_1h_tokens", MTOK, 4_000_000),
+    ("claude-sonnet-5-5", BEFORE, "cache_read_tokens", MTOK, 200_000),
+    ("claude-sonnet-5-5", CUT, "input_tokens", MTOK, 2_000_000),
+    ("claude-sonnet-5-5", CUT, "output_tokens", MTOK, 10_000_000),
+    ("claude-sonnet-5-5", CUT, "cache_write_5m_tokens", MTOK, 2_500_000),
+    ("claude-sonnet-5-5", CUT, "cache_write_1h_tokens", MTOK, 4_000_000),
+    ("claude-sonnet-5-5", CUT, "cache_read_tokens", MTOK, 100_000),
+    ("claude-opus-5-5", BEFORE, "input_tokens", MTOK, 4_000_000),
+    ("claude-opus-5-5", BEFORE, "output_tokens", MTOK, 20_000_000),
+    ("claude-opus-5-5", BEFORE, "cache_write_5m_tokens", MTOK, 5_000_000),
+    ("claude-opus-5-5", BEFORE, "cache_write_1h_tokens", MTOK, 8_000_000),
+    ("claude-opus-5-5", BEFORE, "cache_read_tokens", MTOK, 200_000),
+    ("claude-opus-5-5", CUT, "input_tokens", MTOK, 4_000_000),
+    ("claude-opus-5-5", CUT, "output_tokens", MTOK, 20_000_000),
+    ("claude-opus-5-5", CUT, "cache_write_5m_tokens", MTOK, 5_000_000),
+    ("claude-opus-5-5", CUT, "cache_write_1h_tokens", MTOK, 8_000_000),
+    ("claude-opus-5-5", CUT, "cache_read_tokens", MTOK, 200_000),
+    # Haiku 5.5, lower band: a prompt of 100,000 tokens is still in it.
+    ("claude-haiku-5-5", CUT, "input_tokens", 100_000, 10_000),
+    ("claude-haiku-5-5", CUT, "output_tokens", MTOK, 500_000),
+    ("claude-haiku-5-5", CUT, "cache_write_5m_tokens", 100_000, 12_500),
+    ("claude-haiku-5-5", CUT, "cache_write_1h_tokens", 100_000, 20_000),
+    ("claude-haiku-5-5", CUT, "cache_read_tokens", 100_000, 1_000),
+    # Haiku 5.5, long-context band: the same buckets above 100,000 prompt tokens.
+    ("claude-haiku-5-5", CUT, "input_tokens", MTOK, 500_000),
+    ("claude-haiku-5-5", CUT, "cache_write_5m_tokens", MTOK, 625_000),
+    ("claude-haiku-5-5", CUT, "cache_write_1h_tokens", MTOK, 1_000_000),
+    ("claude-haiku-5-5", CUT, "cache_read_tokens", MTOK, 50_000),
+    ("claude-haiku-4-5", BEFORE, "input_tokens", MTOK, 1_000_000),
+    ("claude-haiku-4-5", BEFORE, "output_tokens", MTOK, 5_000_000),
+    ("claude-haiku-4-5", BEFORE, "cache_write_5m_tokens", MTOK, 1_250_000),
+    ("claude-haiku-4-5", BEFORE, "cache_write_1h_tokens", MTOK, 2_000_000),
+    ("claude-haiku-4-5", BEFORE, "cache_read_tokens", MTOK, 100_000),
+    ("claude-haiku-4-5", CUT, "input_tokens", MTOK, 1_000_000),
+    ("claude-haiku-4-5", CUT, "output_tokens", MTOK, 5_000_000),
+    ("claude-haiku-4-5", CUT, "cache_write_5m_tokens", MTOK, 1_250_000),
+    ("claude-haiku-4-5", CUT, "cache_write_1h_tokens", MTOK, 2_000_000),
+    ("claude-haiku-4-5", CUT, "cache_read_tokens", MTOK, 100_000),
+    ("claude-opus-4-5", BEFORE, "input_tokens", MTOK, 5_000_000),
+    ("claude-opus-4-5", BEFORE, "output_tokens", MTOK, 25_000_000),
+    ("claude-opus-4-5", BEFORE, "cache_write_5m_tokens", MTOK, 6_250_000),
+    ("claude-opus-4-5", BEFORE, "cache_write_1h_tokens", MTOK, 10_000_000),
+    ("claude-opus-4-5", BEFORE, "cache_read_tokens", MTOK, 500_000),
+    ("claude-opus-4-5", CUT, "input_tokens", MTOK, 5_000_000),
+    ("claude-opus-4-5", CUT, "output_tokens", MTOK, 25_000_000),
+    ("claude-opus-4-5", CUT, "cache_write_5m_tokens", MTOK, 6_250_000),
+    ("claude-opus-4-5", CUT, "cache_write_1h_tokens", MTOK, 10_000_000),
+    ("claude-opus-4-5", CUT, "cache_read_tokens", MTOK, 500_000),
+    ("claude-sonnet-4-5", BEFORE, "input_tokens", MTOK, 3_000_000),
+    ("claude-sonnet-4-5", BEFORE, "output_tokens", MTOK, 15_000_000),
+    ("claude-sonnet-4-5", BEFORE, "cache_write_5m_tokens", MTOK, 3_750_000),
+    ("claude-sonnet-4-5", BEFORE, "cache_write_1h_tokens", MTOK, 6_000_000),
+    ("claude-sonnet-4-5", BEFORE, "cache_read_tokens", MTOK, 300_000),
+    ("claude-sonnet-4-5", CUT, "input_tokens", MTOK, 3_000_000),
+    ("claude-sonnet-4-5", CUT, "output_tokens", MTOK, 15_000_000),
+    ("claude-sonnet-4-5", CUT, "cache_write_5m_tokens", MTOK, 3_750_000),
+    ("claude-sonnet-4-5", CUT, "cache_write_1h_tokens", MTOK, 6_000_000),
+    ("claude-sonnet-4-5", CUT, "cache_read_tokens", MTOK, 300_000),
+]
+
+
+@pytest.mark.parametrize(("model", "day", "bucket", "tokens", "micros"), HAND,
+                         ids=[f"{m}-{d}-{b}-{t}" for m, d, b, t, _ in HAND])
+def test_every_price_by_model_bucket_and_date(rates: RateCard, model: str, day: date, bucket: str, tokens: int, micros: int) -> None:
+    assert price(rates, model, day, **{bucket: tokens}) == micros
+
+
+def test_haiku_5_5_long_context_band_prices_output_too(rates: RateCard) -> None:
+    # 100,001 prompt tokens move the whole request, output included, to $0.50 / $2.50.
+    assert price(rates, "claude-haiku-5-5", CUT, input_tokens=100_001, output_tokens=MTOK) == 2_550_001  # 50_000.5 + 2_500_000, half up
+    assert price(rates, "claude-haiku-5-5", CUT, input_tokens=100_000, output_tokens=MTOK) == 510_000
+
+
+def test_every_model_on_the_card_is_tabled(rates: RateCard) -> None:
+    assert {row[0] for row in HAND} == set(rates.models)
+
+
+def test_every_period_cites_its_source_and_date(rates: RateCard) -> None:
+    for model, periods in rates.models.items():
+        for period in periods:
+            assert period.source and period.checked, f"{model} from {period.effective_from} has no source"
+
+
+@pytest.mark.parametrize(("model", "day"), [
+    ("claude-haiku-5-5", date(2026, 10, 6)),  # the day before its release
+    ("claude-sonnet-5-5", date(2026, 9, 27)),
+    ("claude-opus-5-5", date(2026, 9, 21)),
+    ("claude-opus-4-5", date(2025, 11, 23)),
+])
+def test_a_model_without_a_price_that_day_is_refused_never_free(rates: RateCard, model: str, day: date) -> None:
+    for call in (lambda: price(rates, model, day, input_tokens=1), lambda: rates.upper_bound(model, 1, 1, day)):
+        with pytest.raises(SpotterError) as err:
+            call()
+        assert err.value.code == ErrorCode.INVALID_REQUEST
+        assert model in err.value.message and day.isoformat() in err.value.message
 
 
 def test_rate_card_is_validated(tmp_path) -> None:

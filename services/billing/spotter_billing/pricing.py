@@ -38,6 +38,8 @@ class Period(BaseModel):
 
     effective_from: date
     effective_to: date | None = None  # inclusive
+    source: str | None = None  # the page the prices were checked against
+    checked: date | None = None  # when that page was read
     note: str | None = None
     bands: tuple[Band, ...]
 
@@ -96,6 +98,7 @@ class RateCard(BaseModel):
             raise SpotterError(ErrorCode.INVALID_REQUEST, f"model {model!r} is not on the rate card")
         period = next((p for p in periods if p.covers(on)), None)
         if period is None:
+            # Fail closed: a call the card cannot price is refused before it is made, never free.
             raise SpotterError(ErrorCode.INVALID_REQUEST, f"model {model!r} has no price on {on.isoformat()}")
         return period.band(prompt_tokens)
 
