@@ -19,6 +19,8 @@ from spotter_shared.contracts.billing import (
     ReserveBudget,
     SettleUsage,
     UsageQuery,
+    UsageSnapshot,
+    call_reservation_id,
 )
 from spotter_shared.errors import ErrorCode, SpotterError
 from tests.factories import Studio, make_studio
@@ -54,6 +56,10 @@ async def spend(billing: Billing, studio: Studio, conversation_id: str, output_t
     """Settle a call of `output_tokens` Sonnet 5.5 output tokens ($10/MTok = 10 micros each)."""
     settled = await billing.settle(settle_req(studio, conversation_id, ModelUsage(output_tokens=output_tokens)))
     return settled.cost_usd_micros
+
+
+async def usage_of(billing: Billing, studio: Studio) -> UsageSnapshot:
+    return await billing.usage(UsageQuery(organization_id=studio.org.id))
 
 
 async def daily_row(pool: asyncpg.Pool, studio: Studio) -> asyncpg.Record | None:
@@ -133,7 +139,75 @@ async def test_reserve_is_idempotent_per_reservation_id(billing: Billing, pool: 
     first, second = await asyncio.gather(billing.reserve(req), billing.reserve(req))
     assert first == second and first.ok and first.amount_usd_micros == 140_000
     snapshot = await billing.usage(UsageQuery(organization_id=studio.org.id))
-    assert snapshot.spent_usd_micros == 140_000  # held once
+    assert (snapshot.reserved_usd_micros, snapshot.spent_usd_micros) == (140_000, 0)  # held once
+
+
+async def test_redelivered_call_takes_over_its_own_hold(billing: Billing, pool: asyncpg.Pool, clock: FakeClock, new_conversation: Callable) -> None:
+    """A replica dies mid-call; the redelivered attempt reserves under the same call id: one hold,
+    refreshed for the new attempt, and one charge when it settles."""
+    studio = await make_studio(pool, tier="lite")
+    conversation = await new_conversation(studio)
+    call = call_reservation_id(str(uuid.uuid4()), 0)
+    req = reserve_req(studio, input_tokens=10_000, max_output_tokens=10_000, reservation_id=call)  # 140_000
+    assert (await billing.reserve(req)).ok  # the attempt that is then SIGKILLed
+    clock.advance(HOLD_TTL - timedelta(minutes=1))
+    again = await billing.reserve(req)  # the redelivered attempt
+    assert again.ok and again.amount_usd_micros == 140_000
+    assert (await usage_of(billing, studio)).reserved_usd_micros == 140_000
+    # Past the first attempt's deadline the hold still stands: the redelivered attempt owns it now.
+    clock.advance(timedelta(minutes=2))
+    assert (await usage_of(billing, studio)).reserved_usd_micros == 140_000
+    settled = await billing.settle(settle_req(studio, conversation, ModelUsage(output_tokens=1_000), reservation_id=call))
+    assert settled.cost_usd_micros == 10_000
+    snapshot = await usage_of(billing, studio)
+    assert (snapshot.spent_usd_micros, snapshot.reserved_usd_micros) == (10_000, 0)
+
+
+async def test_redelivered_call_after_its_hold_expired_is_held_again_once(billing: Billing, pool: asyncpg.Pool, clock: FakeClock) -> None:
+    studio = await make_studio(pool, tier="lite")
+    req = reserve_req(studio, input_tokens=0, max_output_tokens=10_000, reservation_id=call_reservation_id(str(uuid.uuid4()), 3))
+    assert (await billing.reserve(req)).ok
+    clock.advance(HOLD_TTL + timedelta(seconds=1))
+    assert (await usage_of(billing, studio)).reserved_usd_micros == 0
+    await asyncio.gather(billing.reserve(req), billing.reserve(req))
+    assert (await usage_of(billing, studio)).reserved_usd_micros == 100_000
+
+
+async def test_settled_call_is_never_held_or_charged_again(billing: Billing, pool: asyncpg.Pool, new_conversation: Callable) -> None:
+    studio = await make_studio(pool, tier="pro")
+    conversation = await new_conversation(studio)
+    call = call_reservation_id(str(uuid.uuid4()), 0)
+    req = reserve_req(studio, input_tokens=1_000, max_output_tokens=1_000, reservation_id=call)
+    assert (await billing.reserve(req)).ok
+    usage = ModelUsage(input_tokens=1_000, output_tokens=1_000)
+    first = await billing.settle(settle_req(studio, conversation, usage, reservation_id=call))
+    assert (await billing.reserve(req)).ok  # a late duplicate of the reserve request
+    second = await billing.settle(settle_req(studio, conversation, usage, reservation_id=call))
+    assert first.cost_usd_micros == second.cost_usd_micros == 12_000
+    snapshot = await usage_of(billing, studio)
+    assert (snapshot.spent_usd_micros, snapshot.reserved_usd_micros) == (12_000, 0)
+    assert (await daily_row(pool, studio))["cost_usd_micros"] == 12_000
+
+
+async def test_release_forgets_the_call_so_its_retry_is_held_and_charged(billing: Billing, pool: asyncpg.Pool, new_conversation: Callable) -> None:
+    """A graceful shutdown releases the in-flight call; the redelivered attempt's call under the same
+    id must be held and charged like any other, never run unheld against the release's zero."""
+    studio = await make_studio(pool, tier="lite")
+    conversation = await new_conversation(studio)
+    call = call_reservation_id(str(uuid.uuid4()), 1)
+    req = reserve_req(studio, input_tokens=0, max_output_tokens=10_000, reservation_id=call)
+    assert (await billing.reserve(req)).ok
+    assert (await billing.settle(settle_req(studio, conversation, None, reservation_id=call))).cost_usd_micros == 0
+    assert (await usage_of(billing, studio)).reserved_usd_micros == 0
+    assert (await billing.reserve(req)).ok
+    assert (await usage_of(billing, studio)).reserved_usd_micros == 100_000
+    settled = await billing.settle(settle_req(studio, conversation, ModelUsage(output_tokens=2_000), reservation_id=call))
+    assert settled.cost_usd_micros == 20_000
+    # A release arriving late changes nothing once the call is settled with usage.
+    assert (await billing.settle(settle_req(studio, conversation, None, reservation_id=call))).cost_usd_micros == 0
+    assert (await billing.settle(settle_req(studio, conversation, ModelUsage(output_tokens=2_000), reservation_id=call))).cost_usd_micros == 20_000
+    snapshot = await usage_of(billing, studio)
+    assert (snapshot.spent_usd_micros, snapshot.reserved_usd_micros) == (20_000, 0)
 
 
 async def test_refusal_is_also_remembered(billing: Billing, pool: asyncpg.Pool) -> None:
@@ -176,9 +250,9 @@ async def test_settle_releases_the_hold_and_charges_the_real_cost(billing: Billi
 
     usage = ModelUsage(input_tokens=100, output_tokens=2_000, cache_read_tokens=5_000, cache_write_1h_tokens=1_000)
     settled = await billing.settle(settle_req(studio, conversation, usage, reservation_id=reservation_id))
-    assert settled.cost_usd_micros == 100 * 2 + 2_000 * 10 + 5_000 * 0.2 + 1_000 * 4  # 25_200
+    assert settled.cost_usd_micros == 100 * 2 + 2_000 * 10 + 5_000 * 0.1 + 1_000 * 4  # 24_700 (reads $0.10 since 2026-10-07)
     verdict = await billing.precheck(BudgetCheck(organization_id=studio.org.id))
-    assert verdict.ok and verdict.remaining_usd_micros == 1_000_000 - 25_200
+    assert verdict.ok and verdict.remaining_usd_micros == 1_000_000 - 24_700
 
 
 async def test_settle_without_usage_only_releases(billing: Billing, pool: asyncpg.Pool, new_conversation: Callable) -> None:
@@ -217,22 +291,22 @@ async def test_concurrent_settles_lose_no_increment(billing: Billing, pool: asyn
     studio = await make_studio(pool, tier="elite")
     conversation = await new_conversation(studio)
     usage = ModelUsage(input_tokens=11, output_tokens=1_234, cache_read_tokens=5_000, cache_write_5m_tokens=300, cache_write_1h_tokens=700)
-    cost = 11 * 2 + 1_234 * 10 + 5_000 * 0.2 + 300 * 2.5 + 700 * 4  # 16_912
+    cost = 11 * 2 + 1_234 * 10 + 5_000 * 0.1 + 300 * 2.5 + 700 * 4  # 16_412 (reads $0.10 since 2026-10-07)
     # Half of them race the first read of the spend mirror, which is initialised meanwhile.
     calls = [billing.settle(settle_req(studio, conversation, usage, count_message=True)) for _ in range(50)]
     calls += [billing.usage(UsageQuery(organization_id=studio.org.id)) for _ in range(10)]
     results = await asyncio.gather(*calls)
-    assert {r.cost_usd_micros for r in results[:50]} == {16_912} == {cost}
+    assert {r.cost_usd_micros for r in results[:50]} == {16_412} == {cost}
 
     row = await daily_row(pool, studio)
     assert row["day"] == clock.now.date()  # the UTC day
     assert (row["messages"], row["input_tokens"], row["output_tokens"], row["cache_read_tokens"],
-            row["cache_creation_tokens"], row["cost_usd_micros"]) == (50, 550, 61_700, 250_000, 50_000, 50 * 16_912)
+            row["cache_creation_tokens"], row["cost_usd_micros"]) == (50, 550, 61_700, 250_000, 50_000, 50 * 16_412)
     conv = await pool.fetchrow("SELECT * FROM ai_conversation_usage WHERE conversation_id = $1", conversation)
     assert (conv["total_input_tokens"], conv["total_output_tokens"], conv["total_cache_read_tokens"],
-            conv["total_cache_creation_tokens"], conv["cost_usd_micros"]) == (550, 61_700, 250_000, 50_000, 50 * 16_912)
+            conv["total_cache_creation_tokens"], conv["cost_usd_micros"]) == (550, 61_700, 250_000, 50_000, 50 * 16_412)
     # The Redis mirror agrees with Postgres exactly.
-    assert (await billing.usage(UsageQuery(organization_id=studio.org.id))).spent_usd_micros == 50 * 16_912
+    assert (await billing.usage(UsageQuery(organization_id=studio.org.id))).spent_usd_micros == 50 * 16_412
 
 
 async def test_spend_mirror_is_rebuilt_from_postgres(billing: Billing, pool: asyncpg.Pool, redis: Redis, new_conversation: Callable) -> None:
@@ -280,13 +354,55 @@ async def test_usage_snapshot(pool: asyncpg.Pool, redis: Redis, rates, new_conve
     await spend(billing, studio, await new_conversation(studio), 400_000)  # $4.00
     snapshot = await billing.usage(UsageQuery(organization_id=studio.org.id))
     assert snapshot.model_dump(by_alias=False) == {
-        "tier": "pro", "cap_usd_micros": 5_000_000, "spent_usd_micros": 4_000_000,
+        "tier": "pro", "cap_usd_micros": 5_000_000, "spent_usd_micros": 4_000_000, "reserved_usd_micros": 0,
         "remaining_usd_micros": 1_000_000, "percent_used": 0.8, "resets_at": "2026-11-23T00:00:00Z",
+        "show_upgrade_hint": True,
+    }
+    assert snapshot.model_dump(by_alias=True, mode="json").keys() == {
+        "tier", "capUsdMicros", "spentUsdMicros", "reservedUsdMicros", "remainingUsdMicros", "percentUsed",
+        "resetsAt", "showUpgradeHint",
     }
     # Yesterday's spend does not count today.
     clock.advance(timedelta(hours=7))
     snapshot = await billing.usage(UsageQuery(organization_id=studio.org.id))
     assert (snapshot.spent_usd_micros, snapshot.resets_at) == (0, "2026-11-24T00:00:00Z")
+
+
+async def test_usage_reports_holds_apart_and_hints_from_80_percent(billing: Billing, pool: asyncpg.Pool, new_conversation: Callable) -> None:
+    studio = await make_studio(pool, tier="lite")  # $1.00 cap
+    conversation = await new_conversation(studio)
+    await spend(billing, studio, conversation, 70_000)  # $0.70 settled
+    call = rid()
+    assert (await billing.reserve(reserve_req(studio, input_tokens=0, max_output_tokens=9_900, reservation_id=call))).ok  # $0.099 held
+    snapshot = await usage_of(billing, studio)
+    assert (snapshot.spent_usd_micros, snapshot.reserved_usd_micros, snapshot.remaining_usd_micros) == (700_000, 99_000, 201_000)
+    assert snapshot.percent_used == 0.799 and not snapshot.show_upgrade_hint
+    assert (await billing.reserve(reserve_req(studio, input_tokens=0, max_output_tokens=100))).ok  # +$0.001: 80 % exactly
+    snapshot = await usage_of(billing, studio)
+    assert snapshot.percent_used == 0.8 and snapshot.show_upgrade_hint and snapshot.remaining_usd_micros == 200_000
+
+
+async def test_unmetered_never_shows_the_upgrade_hint(billing: Billing, pool: asyncpg.Pool, new_conversation: Callable) -> None:
+    studio = await make_studio(pool, tier="unmetered")
+    await spend(billing, studio, await new_conversation(studio), 10_000_000)  # $100
+    snapshot = await usage_of(billing, studio)
+    assert (snapshot.spent_usd_micros, snapshot.reserved_usd_micros, snapshot.percent_used) == (100_000_000, 0, 0.0)
+    assert not snapshot.show_upgrade_hint and snapshot.remaining_usd_micros is None
+
+
+async def test_a_model_without_a_price_today_is_refused_before_any_hold(billing: Billing, pool: asyncpg.Pool, clock: FakeClock, new_conversation: Callable) -> None:
+    studio = await make_studio(pool, tier="pro")
+    conversation = await new_conversation(studio)
+    clock.now = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)  # the day after Sonnet 4.5's end of life
+    req = reserve_req(studio).model_copy(update={"model": "claude-sonnet-4-5"})
+    with pytest.raises(SpotterError) as err:
+        await billing.reserve(req)
+    assert err.value.code == ErrorCode.INVALID_REQUEST and "2026-12-01" in err.value.message
+    with pytest.raises(SpotterError):
+        await billing.settle(settle_req(studio, conversation, ModelUsage(output_tokens=1)).model_copy(update={"model": "claude-sonnet-4-5"}))
+    snapshot = await usage_of(billing, studio)
+    assert (snapshot.spent_usd_micros, snapshot.reserved_usd_micros) == (0, 0)
+    assert await daily_row(pool, studio) is None
 
 
 async def test_unknown_organization_is_not_found(billing: Billing) -> None:

@@ -39,6 +39,9 @@ from .pricing import RateCard
 
 
 Clock = Callable[[], datetime]
+
+# Share of the daily cap from which the usage snapshot asks the client to suggest an upgrade.
+UPGRADE_HINT_AT = 0.8
 T = TypeVar("T")
 
 
@@ -49,9 +52,21 @@ def utc_now() -> datetime:
 # Holds past their deadline are purged first, so a crashed caller's hold stops counting by itself
 # (litellm #36926). Then the hold is granted only while spend + holds is under the cap: every
 # grant but the last fits under it, so the overrun is bounded by one call (litellm #34732).
+#
+# The reservation id names the model call, so a call redelivered after its replica died reserves
+# under the same id: it gets the first verdict and takes over its own hold (refreshed for a full
+# TTL, re-added if it had expired) instead of holding a second time. Once settled, never again.
 _RESERVE = """
 local prior = redis.call('GET', KEYS[4])
-if prior then return prior end
+if prior then
+  if string.sub(prior, 1, 8) == 'granted:' and redis.call('EXISTS', KEYS[5]) == 0 then
+    redis.call('HSET', KEYS[2], ARGV[4], string.sub(prior, 9))
+    redis.call('ZADD', KEYS[3], ARGV[5], ARGV[4])
+    redis.call('PEXPIRE', KEYS[2], ARGV[7])
+    redis.call('PEXPIRE', KEYS[3], ARGV[7])
+  end
+  return prior
+end
 local spent = redis.call('GET', KEYS[1])
 if not spent then return 'uninitialised' end
 local now = tonumber(ARGV[1])
@@ -95,6 +110,17 @@ redis.call('SET', KEYS[4], ARGV[2], 'PX', ARGV[3])
 redis.call('HDEL', KEYS[2], ARGV[1])
 redis.call('ZREM', KEYS[3], ARGV[1])
 if redis.call('EXISTS', KEYS[1]) == 1 then redis.call('INCRBY', KEYS[1], ARGV[2]) end
+return 1
+"""
+
+# A release (a call that produced no usage: a provider error, a stop, a shutdown) drops the hold and
+# forgets the id, so the redelivered attempt's call under the same id reserves afresh instead of
+# running unheld and settling against a zero. A call settled (or being settled) with usage is left alone.
+_RELEASE = """
+if redis.call('EXISTS', KEYS[3]) == 1 then return 0 end
+redis.call('HDEL', KEYS[1], ARGV[1])
+redis.call('ZREM', KEYS[2], ARGV[1])
+redis.call('DEL', KEYS[4])
 return 1
 """
 
@@ -197,6 +223,7 @@ class Billing:
         self._snapshot_script = redis.register_script(_SNAPSHOT)
         self._finish_script = redis.register_script(_FINISH)
         self._unclaim_script = redis.register_script(_UNCLAIM)
+        self._release_script = redis.register_script(_RELEASE)
 
     # ------------------------------------------------------------------ endpoints
 
@@ -220,7 +247,8 @@ class Billing:
         verdict = await self._with_mirror(
             keys, now,
             lambda: self._reserve_script(
-                keys=[keys.spent, keys.holds, keys.deadlines, keys.reservation(req.reservation_id)],
+                keys=[keys.spent, keys.holds, keys.deadlines, keys.reservation(req.reservation_id),
+                      keys.settlement(req.reservation_id)],
                 args=[now_ms, cap, amount, req.reservation_id, now_ms + self._hold_ms, self._verdict_ms, self._hold_ms],
             ),
         )
@@ -241,17 +269,20 @@ class Billing:
         await self._tier(org)
         now = self._now()
         keys = _Keys(org, now.date())
-        cost = 0 if req.usage is None else self._rates.price(req.model, req.usage, now.date())
+        if req.usage is None:
+            await self._release_script(
+                keys=[keys.holds, keys.deadlines, keys.settlement(req.reservation_id), keys.reservation(req.reservation_id)],
+                args=[req.reservation_id],
+            )
+            return Settlement(cost_usd_micros=0)
+        cost = self._rates.price(req.model, req.usage, now.date())
         marker = keys.settlement(req.reservation_id)
         prior = await self._claim(marker)
         if prior is not None:
             # A retried settle (e.g. after a timeout) answers the first result and charges nothing.
             return Settlement(cost_usd_micros=prior)
         try:
-            if req.usage is None:
-                await self._finish(keys, req.reservation_id, 0)
-            else:
-                await self._record(req, org, user, conversation, keys, cost)
+            await self._record(req, org, user, conversation, keys, cost)
         except BaseException:
             await self._unclaim_script(keys=[marker], args=[_PENDING])
             raise
@@ -263,17 +294,21 @@ class Billing:
         cap = daily_cap(tier)
         now = self._now()
         spent, held = await self._spend(org, now)
-        # Holds count as spent, as in the precheck, so the footer and a refusal always agree.
+        # Holds count against the cap, as in the precheck, so the footer and a refusal always agree;
+        # they are reported apart so spent is only what the provider really charged.
         used = spent + held
         resets_at = datetime.combine(now.date() + timedelta(days=1), time(0), tzinfo=UTC)
         metered = cap != UNMETERED
+        percent = round(used / cap, 4) if metered else 0.0
         return UsageSnapshot(
             tier=tier,
             cap_usd_micros=cap,
-            spent_usd_micros=used,
+            spent_usd_micros=spent,
+            reserved_usd_micros=held,
             remaining_usd_micros=max(0, cap - used) if metered else None,
-            percent_used=round(used / cap, 4) if metered else 0.0,
+            percent_used=percent,
             resets_at=resets_at.isoformat().replace("+00:00", "Z"),
+            show_upgrade_hint=metered and percent >= UPGRADE_HINT_AT,
         )
 
     # ------------------------------------------------------------------ steps

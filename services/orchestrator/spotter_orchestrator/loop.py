@@ -6,12 +6,11 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
 from spotter_shared import telemetry
-from spotter_shared.contracts.billing import ReserveBudget, SettleUsage
+from spotter_shared.contracts.billing import ReserveBudget, SettleUsage, call_reservation_id
 from spotter_shared.contracts.commands import Actor
 from spotter_shared.contracts.events import (
     ConfirmationPending, DisambiguationPending, MessageDone, PickCandidate, ToolError, TurnUsage,
@@ -115,7 +114,9 @@ class ModelLoop:
             "tools": ctx.tools,
             "messages": with_cached_tail(messages),
         }
-        reservation_id = str(uuid.uuid4())
+        # ctx.rounds starts at the turn's recorded model calls, so a redelivered attempt repeats the
+        # id of the call its dead predecessor had in flight and takes over that call's hold.
+        reservation_id = call_reservation_id(ctx.turn_id, ctx.rounds)
         held = await self._peers.reserve(
             ReserveBudget(
                 reservation_id=reservation_id, organization_id=ctx.actor.organization_id, model=ctx.model,

@@ -13,12 +13,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import uuid
 from dataclasses import dataclass
 from typing import Literal
 
 from spotter_shared import telemetry
-from spotter_shared.contracts.billing import ReserveBudget, SettleUsage
+from spotter_shared.contracts.billing import ReserveBudget, SettleUsage, call_reservation_id
 from spotter_shared.contracts.commands import Actor, SendMessage
 from spotter_shared.errors import RemoteError
 
@@ -46,6 +45,7 @@ class Job:
     actor: Actor
     conversation_id: str
     trace_id: str
+    turn_id: str
 
 
 class Summaries:
@@ -61,7 +61,7 @@ class Summaries:
         if plan is None:
             return stored
         locale = (await self._store.conversation(cmd.conversation_id)).locale
-        job = Job(cmd.actor, cmd.conversation_id, cmd.trace_id)
+        job = Job(cmd.actor, cmd.conversation_id, cmd.trace_id, cmd.turn_id)
         summary = await self._ask(job, "summary", SUMMARY_PROMPT, summary_prompt(locale, plan.previous_summary, plan.summarized),
                                   max_tokens=SUMMARY_MAX_TOKENS, budget_s=self._settings.spotter_summary_budget_s)
         if summary is None:
@@ -78,7 +78,7 @@ class Summaries:
         stored = await self._store.messages(cmd.conversation_id)
         reply = " ".join(text_of(m.content) for m in stored if m.role == "assistant" and m.turn_id == cmd.turn_id)
         conversation = await self._store.conversation(cmd.conversation_id)
-        job = Job(cmd.actor, cmd.conversation_id, cmd.trace_id)
+        job = Job(cmd.actor, cmd.conversation_id, cmd.trace_id, cmd.turn_id)
         answer = await self._ask(job, "title", TITLE_PROMPT, title_prompt(conversation.locale, cmd.message, reply.strip()),
                                  max_tokens=TITLE_MAX_TOKENS, budget_s=self._settings.spotter_title_budget_s)
         title = clean_title(answer) if answer else None
@@ -93,7 +93,7 @@ class Summaries:
         params = {"model": model, "max_tokens": max_tokens, "system": system,
                   "messages": [{"role": "user", "content": prompt}]}
         event = "agent.compaction.failed" if purpose == "summary" else "agent.title.failed"
-        reservation_id = str(uuid.uuid4())
+        reservation_id = call_reservation_id(job.turn_id, purpose)  # one summary / one title per turn
         try:
             held = await self._peers.reserve(ReserveBudget(
                 reservation_id=reservation_id, organization_id=job.actor.organization_id, model=model,

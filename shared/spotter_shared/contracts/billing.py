@@ -20,8 +20,18 @@ class BudgetVerdict(Contract):
     remaining_usd_micros: int | None = Field(default=None, description="Remaining today; null when unmetered.")
 
 
+def call_reservation_id(turn_id: str, call: int | str) -> str:
+    """The reservation id of one model call: its turn and its place in the turn (the loop's call
+    index, or a side task's name). Derived, never random, so a command redelivered after a crash
+    reserves under the id its dead attempt used and finds that hold instead of adding one."""
+    return f"{turn_id}:{call}"
+
+
 class ReserveBudget(Contract):
-    reservation_id: str = Field(description="Unique id; settle with the same id.")
+    reservation_id: str = Field(
+        description="Id of the model call, stable across redeliveries (turn id and the call's index in the turn): "
+                    "reserving again under it finds the same hold; settle with the same id.",
+    )
     organization_id: str = Field(description="Organization paying.")
     model: str = Field(description="Model id priced from the rate card.")
     input_tokens: int = Field(ge=0, description="Upper estimate of prompt tokens.")
@@ -46,7 +56,7 @@ class ModelUsage(Contract):
 class SettleUsage(Contract):
     """Replace a reservation by the real cost. Usage null releases it without charge."""
 
-    reservation_id: str = Field(description="Reservation to settle.")
+    reservation_id: str = Field(description="Reservation to settle; a second settle under it charges nothing more.")
     organization_id: str = Field(description="Organization.")
     user_id: str = Field(description="User the turn belongs to.")
     conversation_id: str = Field(description="Conversation whose lifetime totals grow.")
@@ -66,10 +76,12 @@ class UsageQuery(Contract):
 class UsageSnapshot(Contract):
     tier: str = Field(description="lite, pro, elite or unmetered.")
     cap_usd_micros: int = Field(description="Daily cap; -1 when unmetered.")
-    spent_usd_micros: int = Field(description="Spent today (UTC).")
-    remaining_usd_micros: int | None = Field(description="Remaining today; null when unmetered.")
-    percent_used: float = Field(description="spent / cap, 0 when unmetered.")
+    spent_usd_micros: int = Field(description="Settled today (UTC): the real cost of finished model calls.")
+    reserved_usd_micros: int = Field(description="Held now for model calls not yet settled.")
+    remaining_usd_micros: int | None = Field(description="cap - spent - reserved, at least 0; null when unmetered.")
+    percent_used: float = Field(description="(spent + reserved) / cap, as the precheck counts it; 0 when unmetered.")
     resets_at: str = Field(description="Next 00:00 UTC, ISO 8601.")
+    show_upgrade_hint: bool = Field(description="percentUsed >= 0.8 on a metered tier: show the upgrade hint.")
 
 
 BUDGET_CHECK = request_endpoint(
