@@ -173,20 +173,33 @@ async def test_redelivered_call_after_its_hold_expired_is_held_again_once(billin
     assert (await usage_of(billing, studio)).reserved_usd_micros == 100_000
 
 
-async def test_settled_call_is_never_held_or_charged_again(billing: Billing, pool: asyncpg.Pool, new_conversation: Callable) -> None:
-    studio = await make_studio(pool, tier="pro")
+@pytest.mark.parametrize("tier", ["pro", "unmetered"])
+async def test_a_settled_call_made_again_is_held_and_charged_under_its_repeat_id(billing: Billing, pool: asyncpg.Pool, new_conversation: Callable, tier: str) -> None:
+    """An attempt settles its call and dies before recording it: the redelivered attempt makes the
+    call again. Billing answers `settled` for the old id (nothing held, charged once); the repeat id
+    is held and charged like a new call."""
+    studio = await make_studio(pool, tier=tier)
     conversation = await new_conversation(studio)
-    call = call_reservation_id(str(uuid.uuid4()), 0)
+    turn = str(uuid.uuid4())
+    call = call_reservation_id(turn, 0)
     req = reserve_req(studio, input_tokens=1_000, max_output_tokens=1_000, reservation_id=call)
     assert (await billing.reserve(req)).ok
     usage = ModelUsage(input_tokens=1_000, output_tokens=1_000)
     first = await billing.settle(settle_req(studio, conversation, usage, reservation_id=call))
-    assert (await billing.reserve(req)).ok  # a late duplicate of the reserve request
-    second = await billing.settle(settle_req(studio, conversation, usage, reservation_id=call))
-    assert first.cost_usd_micros == second.cost_usd_micros == 12_000
+    again = await billing.reserve(req)
+    assert again.settled and not again.ok and again.amount_usd_micros == 0
+    retried = await billing.settle(settle_req(studio, conversation, usage, reservation_id=call))
+    assert first.cost_usd_micros == retried.cost_usd_micros == 12_000  # settle twice charges once
+    assert (await usage_of(billing, studio)).reserved_usd_micros == 0
+    repeat = call_reservation_id(turn, 0, repeat=1)
+    assert repeat != call
+    held = await billing.reserve(req.model_copy(update={"reservation_id": repeat}))
+    assert held.ok and not held.settled
+    assert (await usage_of(billing, studio)).reserved_usd_micros == (14_000 if tier == "pro" else 0)
+    await billing.settle(settle_req(studio, conversation, usage, reservation_id=repeat))
     snapshot = await usage_of(billing, studio)
-    assert (snapshot.spent_usd_micros, snapshot.reserved_usd_micros) == (12_000, 0)
-    assert (await daily_row(pool, studio))["cost_usd_micros"] == 12_000
+    assert (snapshot.spent_usd_micros, snapshot.reserved_usd_micros) == (24_000, 0)
+    assert (await daily_row(pool, studio))["cost_usd_micros"] == 24_000
 
 
 async def test_release_forgets_the_call_so_its_retry_is_held_and_charged(billing: Billing, pool: asyncpg.Pool, new_conversation: Callable) -> None:

@@ -55,11 +55,14 @@ def utc_now() -> datetime:
 #
 # The reservation id names the model call, so a call redelivered after its replica died reserves
 # under the same id: it gets the first verdict and takes over its own hold (refreshed for a full
-# TTL, re-added if it had expired) instead of holding a second time. Once settled, never again.
+# TTL, re-added if it had expired) instead of holding a second time. A call already settled is
+# answered `settled`: its attempt made and charged it, so a repeat of it needs an id of its own.
 _RESERVE = """
 local prior = redis.call('GET', KEYS[4])
 if prior then
-  if string.sub(prior, 1, 8) == 'granted:' and redis.call('EXISTS', KEYS[5]) == 0 then
+  local settled = redis.call('GET', KEYS[5])
+  if settled and settled ~= ARGV[8] then return 'settled:' .. settled end
+  if string.sub(prior, 1, 8) == 'granted:' and not settled then
     redis.call('HSET', KEYS[2], ARGV[4], string.sub(prior, 9))
     redis.call('ZADD', KEYS[3], ARGV[5], ARGV[4])
     redis.call('PEXPIRE', KEYS[2], ARGV[7])
@@ -240,21 +243,28 @@ class Billing:
         cap = daily_cap(await self._tier(org))
         now = self._now()
         amount = self._rates.upper_bound(req.model, req.input_tokens, req.max_output_tokens, now.date())
-        if cap == UNMETERED:
-            return Reservation(ok=True, amount_usd_micros=amount)
         keys = _Keys(org, now.date())
+        if cap == UNMETERED:
+            # Nothing is held, but a call already settled still needs a new id to be charged again.
+            settled = await self._redis.get(keys.settlement(req.reservation_id))
+            if settled is not None and settled != _PENDING:
+                return Reservation(ok=False, amount_usd_micros=0, settled=True)
+            return Reservation(ok=True, amount_usd_micros=amount)
         now_ms = _epoch_ms(now)
         verdict = await self._with_mirror(
             keys, now,
             lambda: self._reserve_script(
                 keys=[keys.spent, keys.holds, keys.deadlines, keys.reservation(req.reservation_id),
                       keys.settlement(req.reservation_id)],
-                args=[now_ms, cap, amount, req.reservation_id, now_ms + self._hold_ms, self._verdict_ms, self._hold_ms],
+                args=[now_ms, cap, amount, req.reservation_id, now_ms + self._hold_ms, self._verdict_ms, self._hold_ms,
+                      _PENDING],
             ),
         )
         status, held = verdict.split(":")
         if status == "granted":
             return Reservation(ok=True, amount_usd_micros=int(held))
+        if status == "settled":
+            return Reservation(ok=False, amount_usd_micros=0, settled=True)
         return Reservation(
             ok=False,
             amount_usd_micros=0,

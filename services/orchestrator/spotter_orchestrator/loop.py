@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from spotter_shared import telemetry
-from spotter_shared.contracts.billing import ReserveBudget, SettleUsage, call_reservation_id
+from spotter_shared.contracts.billing import SettleUsage
 from spotter_shared.contracts.commands import Actor
 from spotter_shared.contracts.events import (
     ConfirmationPending, DisambiguationPending, MessageDone, PickCandidate, ToolError, TurnUsage,
@@ -116,13 +116,9 @@ class ModelLoop:
         }
         # ctx.rounds starts at the turn's recorded model calls, so a redelivered attempt repeats the
         # id of the call its dead predecessor had in flight and takes over that call's hold.
-        reservation_id = call_reservation_id(ctx.turn_id, ctx.rounds)
-        held = await self._peers.reserve(
-            ReserveBudget(
-                reservation_id=reservation_id, organization_id=ctx.actor.organization_id, model=ctx.model,
-                input_tokens=estimate_tokens(params), max_output_tokens=ctx.max_tokens,
-            ),
-            ctx.trace_id,
+        reservation_id, held = await self._peers.reserve_call(
+            ctx.turn_id, ctx.rounds, organization_id=ctx.actor.organization_id, model=ctx.model,
+            input_tokens=estimate_tokens(params), max_output_tokens=ctx.max_tokens, trace_id=ctx.trace_id,
         )
         if not held.ok:
             return Failed(ErrorCode.AGENT_BUDGET_EXCEEDED, held.message or "Daily AI budget reached.")

@@ -10,7 +10,7 @@ import time
 from spotter_shared.bus import Requester
 from spotter_shared.contracts.base import P, R
 from spotter_shared.contracts.billing import (
-    BudgetCheck, BudgetVerdict, ReserveBudget, Reservation, SettleUsage, Settlement,
+    BudgetCheck, BudgetVerdict, ReserveBudget, Reservation, SettleUsage, Settlement, call_reservation_id,
 )
 from spotter_shared.contracts.commands import Actor, Role
 from spotter_shared.contracts.rag import AmbientHit, AmbientQuery, EmbedRequest, EmbedResult
@@ -73,6 +73,22 @@ class Peers:
 
     async def reserve(self, req: ReserveBudget, trace_id: str) -> Reservation:
         return await edges.reserve_budget(req, timeout=BILLING_TIMEOUT_S, trace_id=trace_id)
+
+    async def reserve_call(self, turn_id: str, call: int | str, *, organization_id: str, model: str,
+                           input_tokens: int, max_output_tokens: int, trace_id: str) -> tuple[str, Reservation]:
+        """Reserve for the model call `call` of a turn under its derived id (see call_reservation_id):
+        a redelivered attempt finds its dead predecessor's hold. When that predecessor had already
+        settled the call, the call is being made again: it is reserved under the next repeat's id."""
+        repeat = 0
+        while True:
+            reservation_id = call_reservation_id(turn_id, call, repeat)
+            held = await self.reserve(ReserveBudget(
+                reservation_id=reservation_id, organization_id=organization_id, model=model,
+                input_tokens=input_tokens, max_output_tokens=max_output_tokens,
+            ), trace_id)
+            if not held.settled:
+                return reservation_id, held
+            repeat += 1  # bounded by the command's deliveries: each settled repeat was a dead attempt
 
     async def settle(self, req: SettleUsage, trace_id: str) -> Settlement:
         return await edges.settle_usage(req, timeout=BILLING_TIMEOUT_S, trace_id=trace_id)

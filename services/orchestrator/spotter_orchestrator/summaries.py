@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from spotter_shared import telemetry
-from spotter_shared.contracts.billing import ReserveBudget, SettleUsage, call_reservation_id
+from spotter_shared.contracts.billing import SettleUsage
 from spotter_shared.contracts.commands import Actor, SendMessage
 from spotter_shared.errors import RemoteError
 
@@ -93,12 +93,12 @@ class Summaries:
         params = {"model": model, "max_tokens": max_tokens, "system": system,
                   "messages": [{"role": "user", "content": prompt}]}
         event = "agent.compaction.failed" if purpose == "summary" else "agent.title.failed"
-        reservation_id = call_reservation_id(job.turn_id, purpose)  # one summary / one title per turn
         try:
-            held = await self._peers.reserve(ReserveBudget(
-                reservation_id=reservation_id, organization_id=job.actor.organization_id, model=model,
-                input_tokens=estimate_tokens(params), max_output_tokens=max_tokens,
-            ), job.trace_id)
+            # One summary and one title per turn: the purpose names the call.
+            reservation_id, held = await self._peers.reserve_call(
+                job.turn_id, purpose, organization_id=job.actor.organization_id, model=model,
+                input_tokens=estimate_tokens(params), max_output_tokens=max_tokens, trace_id=job.trace_id,
+            )
         except (TimeoutError, RemoteError) as exc:
             # Fail closed on money: no reservation, no call.
             telemetry.event(log, event, reason="billing_unavailable", error=type(exc).__name__, traceId=job.trace_id)

@@ -20,11 +20,13 @@ class BudgetVerdict(Contract):
     remaining_usd_micros: int | None = Field(default=None, description="Remaining today; null when unmetered.")
 
 
-def call_reservation_id(turn_id: str, call: int | str) -> str:
+def call_reservation_id(turn_id: str, call: int | str, repeat: int = 0) -> str:
     """The reservation id of one model call: its turn and its place in the turn (the loop's call
     index, or a side task's name). Derived, never random, so a command redelivered after a crash
-    reserves under the id its dead attempt used and finds that hold instead of adding one."""
-    return f"{turn_id}:{call}"
+    reserves under the id its dead attempt used and finds that hold instead of adding one. `repeat`
+    counts the times the call had to be made again after an attempt settled it but died before
+    recording it (billing answers `settled`), so the repeated call is held and charged too."""
+    return f"{turn_id}:{call}" if repeat == 0 else f"{turn_id}:{call}:{repeat}"
 
 
 class ReserveBudget(Contract):
@@ -41,6 +43,11 @@ class ReserveBudget(Contract):
 class Reservation(Contract):
     ok: bool = Field(description="Whether the call may proceed.")
     amount_usd_micros: int = Field(description="Upper-bound cost held.")
+    settled: bool = Field(
+        default=False,
+        description="An earlier attempt already made and settled this call (it died before recording it): "
+                    "nothing is held; reserve the repeated call under the next id (call_reservation_id's repeat).",
+    )
     code: str | None = Field(default=None, description="agent_budget_exceeded when refused.")
     message: str | None = Field(default=None, description="Refusal message.")
 
