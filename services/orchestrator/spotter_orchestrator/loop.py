@@ -116,10 +116,16 @@ class ModelLoop:
         }
         # ctx.rounds starts at the turn's recorded model calls, so a redelivered attempt repeats the
         # id of the call its dead predecessor had in flight and takes over that call's hold.
-        reservation_id, held = await self._peers.reserve_call(
-            ctx.turn_id, ctx.rounds, organization_id=ctx.actor.organization_id, model=ctx.model,
-            input_tokens=estimate_tokens(params), max_output_tokens=ctx.max_tokens, trace_id=ctx.trace_id,
-        )
+        try:
+            reservation_id, held = await self._peers.reserve_call(
+                ctx.turn_id, ctx.rounds, organization_id=ctx.actor.organization_id, model=ctx.model,
+                input_tokens=estimate_tokens(params), max_output_tokens=ctx.max_tokens, trace_id=ctx.trace_id,
+            )
+        except RemoteError as exc:
+            if exc.code != ErrorCode.INVALID_REQUEST:
+                raise  # billing unavailable: the command is redelivered
+            # Fail closed: a model the rate card cannot price today is never called (nor priced at $0).
+            return Failed(ErrorCode.INVALID_REQUEST, exc.message)
         if not held.ok:
             return Failed(ErrorCode.AGENT_BUDGET_EXCEEDED, held.message or "Daily AI budget reached.")
         ctx.rounds += 1
