@@ -86,7 +86,9 @@ export function UsageFooter() {
   const { usage } = useAgent();
   if (!usage) return <div className="agent-usage" data-testid="usage-footer" aria-hidden="true" />;
   const unmetered = usage.capUsdMicros < 0 || usage.tier === "unmetered";
-  const high = !unmetered && usage.percentUsed >= 0.8;
+  // Billing decides when to hint (≥ 80 % of the cap); the figure counts calls still in flight, like the bar.
+  const high = usage.showUpgradeHint;
+  const used = usage.spentUsdMicros + (usage.reservedUsdMicros ?? 0);
   const percent = unmetered ? 0 : Math.min(100, Math.round(usage.percentUsed * 100));
   return (
     <div className={`agent-usage${high ? " high" : ""}`} data-testid="usage-footer">
@@ -96,7 +98,7 @@ export function UsageFooter() {
       ) : (
         <>
           <span className="agent-usage-bar" aria-hidden="true"><span style={{ inlineSize: `${percent}%` }} /></span>
-          <span className="agent-usage-figures" dir="ltr" title={t("agent.usage.label")}>{`${dollars(usage.spentUsdMicros)} / $${dollars(usage.capUsdMicros)}`}</span>
+          <span className="agent-usage-figures" dir="ltr" title={t("agent.usage.label")}>{`${dollars(used)} / $${dollars(usage.capUsdMicros)}`}</span>
         </>
       )}
       {high && <span className="agent-upgrade">{t("agent.usage.upgrade")}</span>}

@@ -67,6 +67,6 @@ export type ConversationSummary = {
 export type ConversationDetail = ConversationSummary & { messages: MessageDetail[] };
 
 export type Usage = {
-  tier: string; capUsdMicros: number; spentUsdMicros: number; remainingUsdMicros: number | null;
-  percentUsed: number; resetsAt: string;
+  tier: string; capUsdMicros: number; spentUsdMicros: number; reservedUsdMicros: number; remainingUsdMicros: number | null;
+  percentUsed: number; resetsAt: string; showUpgradeHint: boolean;
 };
