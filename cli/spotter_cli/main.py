@@ -1,4 +1,4 @@
-"""`spotter`: migrate, seed-demo, token, subjects, docs, asyncapi, chat and up."""
+"""`spotter`: migrate, seed-demo, org, reindex, token, subjects, docs, asyncapi, chat and up."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from spotter_shared.contracts import CATALOG
 from spotter_shared.db import migrate
 from spotter_shared.settings import AuthSettings, CommonSettings
 
-from . import reindex
+from . import org, reindex
 
 
 def _migrate(_: argparse.Namespace) -> int:
@@ -114,6 +114,7 @@ def main(argv: list[str] | None = None) -> None:
     sub.add_parser("migrate", help="apply database migrations").set_defaults(func=_migrate)
     sub.add_parser("seed-demo", help="create the demo studio (idempotent)").set_defaults(func=_seed)
     reindex.register(sub)
+    org.register(sub)
     token = sub.add_parser("token", help="print a development JWT for a seeded user")
     token.add_argument("email")
     token.set_defaults(func=_token)
