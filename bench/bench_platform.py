@@ -60,6 +60,9 @@ class Platform:
             "ANTHROPIC_API_KEY": "sk-ant-simulator",
             # Like the direct baseline (max_retries=0): a provider error shows up, not a hidden retry.
             "SPOTTER_PROVIDER_RETRIES": "0",
+            # One demo user drives every benchmark conversation: the rate limits would measure themselves.
+            "SPOTTER_RATE_LIMIT_USER": "1000000/minute",
+            "SPOTTER_RATE_LIMIT_ORG": "1000000/minute",
         }
         for args in (["migrate"], ["seed-demo"]):
             p = run_command("spotter", args, env=self.env, cwd=root, output=False, timeout=120)

@@ -42,6 +42,10 @@ def platform(stack: StackUrls, db_url: str, tmp_path_factory: pytest.TempPathFac
         # Faster crash recovery in tests: redelivery 3 s after a replica dies.
         "SPOTTER_ACK_WAIT_S": "3",
         "SPOTTER_TURN_LOCK_TTL_S": "6",
+        # Each test is its own studio, but a long conversation sends many turns a minute; the limits
+        # themselves are tested in tests/gateway/test_rate_limits.py.
+        "SPOTTER_RATE_LIMIT_USER": "1000/minute",
+        "SPOTTER_RATE_LIMIT_ORG": "10000/minute",
         "SPOTTER_PROVIDER_RETRIES": "0",
         "SPOTTER_TOOL_TIMEOUT_S": "3",
         # Rag indexes what a test asks for (REINDEX of its studio), not every studio of the session

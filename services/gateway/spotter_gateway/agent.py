@@ -24,7 +24,8 @@ from spotter_shared.errors import ErrorCode, RemoteError, SpotterError
 from spotter_shared.turnlock import TurnLock
 
 from . import conversations, edges, search
-from .deps import Member, Pool, Staff, parse_uuid
+from .deps import Member, Pool, parse_uuid
+from .ratelimit import LimitedStaff
 from .errors import trace_id
 from .streams import EventFeed, LoggedEvent, StreamIdle
 
@@ -90,7 +91,7 @@ def busy_response(request: Request, conversation_id: str, trace: str) -> EventSo
 async def send_message(
     request: Request,
     body: SendBody,
-    actor: Staff,
+    actor: LimitedStaff,
     db: Pool,
     idempotency_key: Annotated[str | None, Header(alias="Idempotency-Key", max_length=64)] = None,
 ) -> EventSourceResponse:

@@ -41,7 +41,10 @@ def error_response(request: Request, status: int, code: str, message: str) -> JS
 def install(app: FastAPI) -> None:
     @app.exception_handler(SpotterError)
     async def on_spotter(request: Request, exc: SpotterError) -> JSONResponse:
-        return error_response(request, exc.http_status, exc.code, exc.message)
+        response = error_response(request, exc.http_status, exc.code, exc.message)
+        if (retry_after := getattr(exc, "retry_after_s", None)) is not None:
+            response.headers["Retry-After"] = str(retry_after)
+        return response
 
     @app.exception_handler(RequestValidationError)
     async def on_invalid(request: Request, exc: RequestValidationError) -> JSONResponse:

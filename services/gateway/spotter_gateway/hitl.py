@@ -20,6 +20,7 @@ from spotter_shared.errors import ErrorCode, RemoteError, SpotterError
 from . import conversations, edges
 from .agent import UNREACHABLE, busy_response, existing_turn_stream, start_turn
 from .deps import Member, Pool, Staff, parse_uuid
+from .ratelimit import LimitedStaff
 from .errors import trace_id
 
 router = APIRouter(prefix="/organizations/{orgId}/agent/conversations/{conversationId}")
@@ -89,21 +90,21 @@ async def _resolve(request: Request, actor: Actor, conversation_id: uuid.UUID, t
 
 
 @router.post("/confirm/{toolUseId}")
-async def confirm(request: Request, body: ConfirmBody, actor: Staff, db: Pool, conversation_id: ConversationId, tool_use_id: ToolUseId) -> EventSourceResponse:
+async def confirm(request: Request, body: ConfirmBody, actor: LimitedStaff, db: Pool, conversation_id: ConversationId, tool_use_id: ToolUseId) -> EventSourceResponse:
     conversation = await conversations.owned_conversation(db, actor, parse_uuid(conversation_id, "conversationId"))
     return await _resolve(request, actor, conversation["id"], tool_use_id, "confirm", edges.confirm_tool,
                           lambda **kw: ConfirmTool(**kw, tool_use_id=tool_use_id, approved=body.approved))
 
 
 @router.post("/pick/{toolUseId}")
-async def pick(request: Request, body: PickBody, actor: Staff, db: Pool, conversation_id: ConversationId, tool_use_id: ToolUseId) -> EventSourceResponse:
+async def pick(request: Request, body: PickBody, actor: LimitedStaff, db: Pool, conversation_id: ConversationId, tool_use_id: ToolUseId) -> EventSourceResponse:
     conversation = await conversations.owned_conversation(db, actor, parse_uuid(conversation_id, "conversationId"))
     return await _resolve(request, actor, conversation["id"], tool_use_id, "pick", edges.pick_tool,
                           lambda **kw: PickTool(**kw, tool_use_id=tool_use_id, picked_id=body.id), picked_id=body.id)
 
 
 @router.post("/undo/{toolUseId}")
-async def undo(request: Request, actor: Staff, db: Pool, conversation_id: ConversationId, tool_use_id: ToolUseId) -> EventSourceResponse:
+async def undo(request: Request, actor: LimitedStaff, db: Pool, conversation_id: ConversationId, tool_use_id: ToolUseId) -> EventSourceResponse:
     conversation = await conversations.owned_conversation(db, actor, parse_uuid(conversation_id, "conversationId"))
     return await _resolve(request, actor, conversation["id"], tool_use_id, "undo", edges.undo_tool,
                           lambda **kw: UndoTool(**kw, tool_use_id=tool_use_id))

@@ -14,12 +14,15 @@ from spotter_shared.turnlock import TurnLock
 
 from . import agent, dev_auth, edges, errors, hitl, ops, studio, web
 from .middleware import RequestGuard
+from .ratelimit import RateLimits
 from .settings import GatewaySettings
 from .streams import LiveEvents
 
 
 def create_app(settings: GatewaySettings) -> FastAPI:
     broker = edges.create_broker(settings)
+    # Built here, not in the lifespan: a malformed limit stops the gateway before it serves anything.
+    rate_limits = RateLimits(settings.redis_url, settings.spotter_rate_limit_user, settings.spotter_rate_limit_org)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -28,6 +31,7 @@ def create_app(settings: GatewaySettings) -> FastAPI:
             app.state.settings, app.state.broker, app.state.pool, app.state.live = settings, broker, opened.pool, live
             app.state.redis, app.state.turn_lock = opened.redis, TurnLock(opened.redis, settings.spotter_turn_lock_ttl_s)
             app.state.verifier = TokenVerifier(settings)
+            app.state.rate_limits = rate_limits
             yield
 
     app = FastAPI(title="Spotter gateway", version="0.1.0", lifespan=lifespan)

@@ -21,6 +21,9 @@ class GatewaySettings(AuthSettings):
     spotter_sse_ping_s: float = 15.0
     # Conversation search asks rag for the query's embedding for this long, then goes lexical only.
     spotter_search_embed_timeout_s: float = 0.5
+    # Turn-starting requests (send, confirm, pick, undo) per user and per organization, sliding window.
+    spotter_rate_limit_user: str = "60/minute"
+    spotter_rate_limit_org: str = "600/minute"
     # Development sign-in (GET /dev/users, POST /dev/sign-in) offers the people of these studios
     # (slugs); it is refused outright when spotter_env is production.
     spotter_dev_signin_orgs: Annotated[list[str], NoDecode] = ["demo-gym", "other-gym"]
