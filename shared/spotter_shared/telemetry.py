@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import logging
+import re
 import sys
+from typing import Any
 
 from opentelemetry import trace
 from opentelemetry.sdk.resources import Resource
@@ -14,12 +17,23 @@ from .settings import CommonSettings
 
 _configured = False
 
-# seed 000 scrub(): these keys never leave the server in telemetry.
+# seed 000 scrub(): these keys never leave the server in telemetry, at any depth, in any spelling
+# (apiKey, api_key, API-KEY …). A key that only contains one (promptLength, inputTokens) stays.
 SCRUBBED_KEYS = frozenset({"content", "text", "prompt", "message", "output", "input", "token", "apiKey", "secret", "password"})
+_SCRUBBED = frozenset(re.sub(r"[^a-z0-9]", "", k.lower()) for k in SCRUBBED_KEYS)
 
 
-def scrub(attrs: dict) -> dict:
-    return {k: v for k, v in attrs.items() if k not in SCRUBBED_KEYS}
+def _scrubbed_key(key: object) -> bool:
+    return isinstance(key, str) and re.sub(r"[^a-z0-9]", "", key.lower()) in _SCRUBBED
+
+
+def scrub(value: Any) -> Any:
+    """`value` without the scrubbed keys, in nested mappings and lists too."""
+    if isinstance(value, dict):
+        return {k: scrub(v) for k, v in value.items() if not _scrubbed_key(k)}
+    if isinstance(value, (list, tuple)):
+        return [scrub(v) for v in value]
+    return value
 
 
 def setup(service: str, settings: CommonSettings) -> None:
@@ -41,9 +55,10 @@ def setup(service: str, settings: CommonSettings) -> None:
 
 
 def event(logger: logging.Logger, name: str, **attrs: object) -> None:
-    """Typed observability events of seed 000 (agent.turn.completed, …), scrubbed of user text."""
-    safe = scrub(attrs)
-    logger.info("%s %s", name, " ".join(f"{k}={v}" for k, v in safe.items()))
+    """One observability event as a JSON log line (`{"event": name, …}`) and a span event,
+    scrubbed of user text. Seed 000's events go through the typed models in observability.py."""
+    safe = scrub({k: v for k, v in attrs.items() if v is not None})
+    logger.info("%s", json.dumps({"event": name, **safe}, ensure_ascii=False, default=str, sort_keys=False))
     span = trace.get_current_span()
     if span.is_recording():
-        span.add_event(name, {k: v if isinstance(v, (str, int, float, bool)) else str(v) for k, v in safe.items()})
+        span.add_event(name, {k: v if isinstance(v, (str, int, float, bool)) else json.dumps(v, default=str) for k, v in safe.items()})

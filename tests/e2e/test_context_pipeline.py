@@ -109,7 +109,7 @@ async def test_a_long_conversation_compacts_and_keeps_working(http: httpx.AsyncC
     assert "system_note" not in await message_roles(pool, cid)
     [uncompacted] = [b for b in await agent_requests(sim, tag) if f"note 12 for {tag}" in str(b["messages"][-1])]
     assert len(uncompacted["messages"]) == 25
-    assert "agent.compaction.failed reason=provider" in platform.procs["spotter-orchestrator"].output_text()
+    assert '"event": "agent.compaction.failed", "reason": "provider"' in platform.procs["spotter-orchestrator"].output_text()
 
     # The 13th, on a 26-message conversation, compacts: 21 summarized, the last 6 kept.
     finished(await send(http, studio.org.id, studio.owner.user_id, f"note 13 for {tag}", cid))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import uuid
 from collections.abc import Callable
@@ -230,9 +231,11 @@ async def test_malformed_keys_are_a_request_error(pool, test_runner, conv, field
 async def test_each_execution_emits_the_observability_event_without_user_text(test_runner, conv, caplog) -> None:
     caplog.set_level(logging.INFO, logger="spotter_tool_runner.runner")
     await test_runner.execute(conv.command("test", "refuse", {"name": "Fran"}))
-    [line] = [r.getMessage() for r in caplog.records if r.getMessage().startswith("agent.tool.executed ")]
-    assert "router=test action=refuse durationMs=" in line
-    assert "outcome=failed errorCode=conflict replayed=False" in line
+    [line] = [r.getMessage() for r in caplog.records if '"event": "agent.tool.executed"' in r.getMessage()]
+    event = json.loads(line)
+    assert (event["router"], event["action"], event["outcome"], event["errorCode"], event["replayed"]) == (
+        "test", "refuse", "failed", "conflict", False)
+    assert isinstance(event["durationMs"], int) and event["traceId"] and event["orgId"]
     assert "Fran" not in line
 
 

@@ -9,7 +9,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from spotter_shared import telemetry
+from spotter_shared import observability
 from spotter_shared.contracts.billing import SettleUsage
 from spotter_shared.contracts.commands import Actor
 from spotter_shared.contracts.events import (
@@ -159,11 +159,11 @@ class ModelLoop:
         violations = validate_replay(messages)
         if not violations:
             return messages
-        telemetry.event(
-            log, "agent.replay.violation", violations=len(violations),
-            reasons=sorted({v.reason for v in violations}), repaired=True,
+        observability.ReplayViolation(
+            trace_id=ctx.trace_id, org_id=ctx.actor.organization_id, code="replay_integrity_violation",
+            violations=len(violations), reasons=sorted({v.reason for v in violations}), repaired=True,
             blocks=[[b.get("type") for b in m["content"]] for m in messages],
-        )
+        ).log(log)
         return repair_replay(messages, violations)
 
     async def _settle(self, ctx: LoopContext, reservation_id: str, reply: ModelReply | None) -> TurnUsage:
@@ -241,13 +241,15 @@ class ModelLoop:
                 prompt=str(call.input.get("prompt", "Which one?")),
                 candidates=[PickCandidate.model_validate(c) for c in call.input.get("candidates", [])],
             )
-            telemetry.event(log, "agent.tool.disambiguation_pending", router=call.name.router, action=call.name.action)
+            observability.DisambiguationPending(trace_id=ctx.trace_id, org_id=ctx.actor.organization_id,
+                                                router=call.name.router, action=call.name.action).log(log)
         else:
             event = ConfirmationPending(
                 tool_use_id=call.id, router=call.name.router, action=call.name.action, input=call.input,
                 confirm="always" if call.spec.confirm == "always" else "destructive",
             )
-            telemetry.event(log, "agent.tool.confirmation_pending", router=call.name.router, action=call.name.action)
+            observability.ConfirmationPending(trace_id=ctx.trace_id, org_id=ctx.actor.organization_id,
+                                              router=call.name.router, action=call.name.action).log(log)
         if call.id not in ctx.already_pending:
             await ctx.emitter.emit(event)
 

@@ -25,6 +25,7 @@ from spotter_shared.contracts.commands import (
 from spotter_shared.contracts.events import ConversationStarted, Done, ErrorEvent, TurnUsage
 from spotter_shared.contracts.tools import CallState, CloseCalls, ResolveCall, ToolName, ToolOutcome, ToolSpec, UndoRequest
 from spotter_shared.errors import ErrorCode, RemoteError, SpotterError
+from spotter_shared.observability import Endpoint, ReplayViolation, TurnCompleted, TurnFailed, TurnStarted
 from spotter_shared.turnlock import TurnLock
 
 from .admission import Refused, Resolution, Verdict, admitted, command_turn_id, judge, resolution_of
@@ -57,6 +58,8 @@ class TurnMeta:
     conversation_id: str
     turn_id: str
     trace_id: str
+    organization_id: str
+    endpoint: Endpoint | None
 
 
 @dataclass(frozen=True)
@@ -206,12 +209,13 @@ class TurnRunner:
                 await emitter.finish(Done(conversation_id=meta.conversation_id, usage=usage), "completed", before_publish=let_go)
                 # Both ratios: seed 000's read / (read + input) reads ~1.0 even when every call
                 # re-writes the conversation; the honest one counts the writes too.
-                telemetry.event(
-                    log, "agent.turn.completed", inputTokens=usage.input_tokens, outputTokens=usage.output_tokens,
-                    cacheReadTokens=usage.cache_read_tokens, cacheCreationTokens=usage.cache_creation_tokens,
-                    costUsdMicros=usage.cost_usd_micros, cacheHitRatio=usage.cache_hit_ratio,
-                    cacheReadRatio=usage.cache_read_ratio,
-                )
+                TurnCompleted(
+                    trace_id=meta.trace_id, org_id=meta.organization_id, endpoint=meta.endpoint,
+                    input_tokens=usage.input_tokens, output_tokens=usage.output_tokens,
+                    cache_read_tokens=usage.cache_read_tokens, cache_creation_tokens=usage.cache_creation_tokens,
+                    cost_usd_micros=usage.cost_usd_micros, cache_hit_ratio=usage.cache_hit_ratio,
+                    cache_read_ratio=usage.cache_read_ratio,
+                ).log(log)
             case Suspended():
                 # Seed 000: the loop suspends and the controller emits `done` with usage 0.
                 await emitter.finish(Done(conversation_id=meta.conversation_id, usage=TurnUsage()), "suspended", before_publish=let_go)
@@ -219,15 +223,15 @@ class TurnRunner:
                 await emitter.emit(ErrorEvent(code=code, message=message, trace_id=meta.trace_id))
                 status = "aborted" if code == ErrorCode.ABORTED else "failed"
                 await emitter.finish(Done(conversation_id=meta.conversation_id, usage=usage), status, code, before_publish=let_go)
-                telemetry.event(log, "agent.turn.failed", errorCode=code, traceId=meta.trace_id)
+                TurnFailed(trace_id=meta.trace_id, org_id=meta.organization_id, endpoint=meta.endpoint, code=code).log(log)
 
     # send -------------------------------------------------------------------------------------------
     async def _run_send(self, cmd: SendMessage, turn: TurnRecord, emitter: Emitter, delivery: Delivery) -> Outcome:
         logged = await self._store.turn_events(cmd.conversation_id, cmd.turn_id) if turn.attempts > 1 else []
         if cmd.is_new and not any(e["type"] == "conversation_started" for e in logged):
             await emitter.emit(ConversationStarted(conversation_id=cmd.conversation_id))
-        telemetry.event(log, "agent.turn.started", endpoint="messages", promptLength=len(cmd.message),
-                        orgId=cmd.actor.organization_id, traceId=cmd.trace_id, attempt=delivery.attempt)
+        TurnStarted(trace_id=cmd.trace_id, org_id=cmd.actor.organization_id, endpoint="messages",
+                    attempt=delivery.attempt, prompt_length=len(cmd.message)).log(log)
         org = await self._store.org_context(cmd.actor.organization_id, cmd.actor.user_id)
         if not self._settings.model_configured or not org.agent_enabled:
             return Failed(ErrorCode.AGENT_DISABLED, "The AI assistant is not enabled for this workspace.")
@@ -273,10 +277,11 @@ class TurnRunner:
         results = [call.result_block(outcomes.get(call.id)) for call in calls]
         await self._store.append_message(cmd.conversation_id, cmd.turn_id, "tool_result", results)
         unresolved = [call.id for call in calls if call.id not in closed and outcomes.get(call.id) is None]
-        telemetry.event(
-            log, "agent.replay.violation", violations=len(unresolved) + len(closed),
-            reasons=["orphaned_tool_use"], repaired=True, blocks=[b.get("type") for b in last.content],
-        )
+        ReplayViolation(
+            trace_id=cmd.trace_id, org_id=cmd.actor.organization_id, endpoint="messages", code="orphaned_tool_use",
+            violations=len(unresolved) + len(closed), reasons=["orphaned_tool_use"], repaired=True,
+            blocks=[b.get("type") for b in last.content],
+        ).log(log)
 
     # admission --------------------------------------------------------------------------------------
     async def admit(self, cmd: AdmitCommand) -> Admission:
@@ -440,8 +445,13 @@ class TurnRunner:
         )
 
 
+_ENDPOINTS: dict[type, Endpoint] = {SendMessage: "messages", ConfirmTool: "confirm", PickTool: "pick", UndoTool: "undo",
+                                    CancelSuspended: "cancel"}
+
+
 def _meta(cmd: TurnCommand) -> TurnMeta:
-    return TurnMeta(conversation_id=cmd.conversation_id, turn_id=cmd.turn_id, trace_id=cmd.trace_id)
+    return TurnMeta(conversation_id=cmd.conversation_id, turn_id=cmd.turn_id, trace_id=cmd.trace_id,
+                    organization_id=cmd.actor.organization_id, endpoint=_ENDPOINTS.get(type(cmd)))
 
 
 def history_of(stored: list[StoredMessage], layout: Layout = "cached") -> History:

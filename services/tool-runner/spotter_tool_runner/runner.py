@@ -54,6 +54,7 @@ from spotter_shared.contracts.tools import (
     UndoRequest,
 )
 from spotter_shared.errors import ErrorCode, SpotterError
+from spotter_shared.observability import ToolExecuted
 from spotter_shared.telemetry import event
 
 from .context import Search, ToolContext
@@ -352,16 +353,11 @@ class ToolRunner:
                 outcome = await self._settle(conn, cmd, link, changes)
             # _settle has committed: what it changed is there for rag to read.
             await self._announce(cmd, changes)
-            event(
-                log,
-                "agent.tool.executed",
-                router=cmd.router,
-                action=cmd.action,
-                durationMs=outcome.duration_ms,
-                outcome=outcome.status,
-                errorCode=outcome.error.code if outcome.error else None,
-                replayed=outcome.replayed,
-            )
+            ToolExecuted(
+                trace_id=cmd.trace_id, org_id=cmd.actor.organization_id, code=outcome.error.code if outcome.error else None,
+                router=cmd.router, action=cmd.action, duration_ms=outcome.duration_ms, outcome=outcome.status,
+                error_code=outcome.error.code if outcome.error else None, replayed=outcome.replayed,
+            ).log(log)
         return outcome
 
     async def _settle(
