@@ -25,6 +25,7 @@ REQUIRED: dict[type[observability.AgentEvent], dict[str, Any]] = {
     observability.DisambiguationPending: {"router": "read", "action": "members_search"},
     observability.ReplayViolation: {"violations": 1, "reasons": ["orphaned_tool_use"], "repaired": True,
                                     "blocks": [{"type": "tool_use", "input": {"q": "Saar"}, "text": "secret words"}]},
+    observability.StorageSnapshot: {"day": "2026-11-24", "tables": {"ai_messages": {"rows": 3, "bytes": 8192}}},
 }
 
 

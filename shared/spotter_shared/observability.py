@@ -83,6 +83,15 @@ class ReplayViolation(AgentEvent):
     blocks: list[Any]
 
 
+class StorageSnapshot(AgentEvent):
+    """Seed 000's daily `agent.storage.snapshot`: rows and bytes per agent table (org `*`: the cluster)."""
+
+    name: ClassVar[str] = "agent.storage.snapshot"
+    day: str
+    tables: dict[str, dict[str, int]]
+
+
 EVENTS: tuple[type[AgentEvent], ...] = (
     TurnStarted, TurnCompleted, TurnFailed, ToolExecuted, ConfirmationPending, DisambiguationPending, ReplayViolation,
+    StorageSnapshot,
 )

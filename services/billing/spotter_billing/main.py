@@ -7,6 +7,7 @@ from datetime import timedelta
 from faststream import FastStream
 
 from spotter_shared.service import Infra, run_app, service_app, service_broker
+from spotter_shared.storage_snapshot import SnapshotSchedule
 
 from .core import Billing
 from .handlers import router
@@ -17,13 +18,23 @@ __all__ = ["BillingSettings", "create_app", "run"]
 
 
 def create_app(settings: BillingSettings) -> FastStream:
+    schedules: list[SnapshotSchedule] = []
+
     async def make_core(infra: Infra) -> Billing:
         rates = RateCard.load(settings.spotter_billing_rates_file)
         hold_ttl = timedelta(seconds=settings.spotter_billing_hold_ttl_seconds)
+        # Seed 000's daily agent.storage.snapshot runs here: billing is always up and cheap to wake.
+        schedule = SnapshotSchedule(infra.pool, infra.redis)
+        schedule.start()
+        schedules.append(schedule)
         return Billing(infra.pool, infra.redis, rates, hold_ttl=hold_ttl)
 
+    async def on_stop() -> None:
+        for schedule in schedules:
+            await schedule.stop()
+
     broker = service_broker("spotter-billing", settings, router)
-    return service_app("billing", settings, broker, make_core)
+    return service_app("billing", settings, broker, make_core, on_stop=on_stop)
 
 
 def run() -> None:
