@@ -15,7 +15,7 @@ from faststream._internal.context.context_type import Context as ContextField  #
 from faststream.nats import NatsBroker, NatsRouter
 from redis.asyncio import Redis
 
-from . import telemetry
+from . import metrics, telemetry
 from .bus import create_broker, ensure_streams
 from .db import create_pool
 from .settings import CommonSettings
@@ -54,6 +54,8 @@ async def infra(name: str, settings: CommonSettings, broker: NatsBroker, *, star
     """Open everything a service needs, in order, and close it in reverse. FastStream starts the
     broker itself once the lifespan has run; a FastAPI app asks for `start_broker`."""
     telemetry.setup(name, settings)
+    if not start_broker:  # a NATS service; the gateway (start_broker) has its own /metrics route
+        metrics.serve(settings.spotter_metrics_port)
     pool = await create_pool(settings.database_url, max_size=settings.spotter_db_pool_max)
     redis = Redis.from_url(settings.redis_url, decode_responses=True)
     try:

@@ -18,6 +18,8 @@ class CommonSettings(BaseSettings):
     database_url: str = "postgresql://spotter@127.0.0.1:5432/spotter"
     redis_url: str = "redis://127.0.0.1:6379/0"
     spotter_log_level: str = "INFO"
+    # Prometheus metrics of a NATS service on this port (0: off); the gateway serves /metrics itself.
+    spotter_metrics_port: int = 0
     # "none" keeps spans in-process (still propagated); "console" prints them.
     spotter_otel_exporter: Literal["none", "console"] = "none"
     spotter_db_pool_max: int = 10

@@ -9,6 +9,7 @@ import uuid
 from collections.abc import Callable
 
 import asyncpg
+from prometheus_client import REGISTRY
 import pytest
 
 from spotter_shared.errors import ErrorCode, SpotterError
@@ -230,7 +231,10 @@ async def test_malformed_keys_are_a_request_error(pool, test_runner, conv, field
 
 async def test_each_execution_emits_the_observability_event_without_user_text(test_runner, conv, caplog) -> None:
     caplog.set_level(logging.INFO, logger="spotter_tool_runner.runner")
+    runs = {"router": "test", "action": "refuse", "outcome": "failed"}
+    before = REGISTRY.get_sample_value("spotter_tool_runs_total", runs) or 0.0
     await test_runner.execute(conv.command("test", "refuse", {"name": "Fran"}))
+    assert REGISTRY.get_sample_value("spotter_tool_runs_total", runs) == before + 1
     [line] = [r.getMessage() for r in caplog.records if '"event": "agent.tool.executed"' in r.getMessage()]
     event = json.loads(line)
     assert (event["router"], event["action"], event["outcome"], event["errorCode"], event["replayed"]) == (

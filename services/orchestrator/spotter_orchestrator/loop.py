@@ -9,7 +9,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from spotter_shared import observability
+from spotter_shared import metrics, observability
 from spotter_shared.contracts.billing import SettleUsage
 from spotter_shared.contracts.commands import Actor
 from spotter_shared.contracts.events import (
@@ -177,6 +177,7 @@ class ModelLoop:
         )
         if reply is None:
             return TurnUsage()
+        metrics.MODEL_COST.labels(ctx.model).inc(settlement.cost_usd_micros)
         u = reply.usage
         usage = TurnUsage(
             input_tokens=u.input_tokens, output_tokens=u.output_tokens, cache_read_tokens=u.cache_read_tokens,

@@ -4,12 +4,14 @@
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
 import anthropic
 
+from spotter_shared import metrics
 from spotter_shared.contracts.billing import ModelUsage
 from spotter_shared.errors import ErrorCode
 
@@ -50,27 +52,46 @@ class ModelClient:
         await self._client.close()
 
     async def stream(self, params: dict[str, Any], on_text: Callable[[str], Awaitable[None]]) -> ModelReply:
-        thinking = thinking_param(params["model"])
+        model = params["model"]
+        thinking = thinking_param(model)
         if thinking:
             params = {**params, "thinking": thinking}
+        started, first = time.monotonic(), None
         try:
             async with self._client.messages.stream(**params) as stream:
                 async for event in stream:
+                    if first is None:
+                        first = time.monotonic()
+                        metrics.MODEL_FIRST_CHUNK_SECONDS.labels(model).observe(first - started)
                     # Only text blocks reach the user; thinking between tools stays server-side.
                     if event.type == "text":
                         await on_text(event.text)
                 final = await stream.get_final_message()
         except anthropic.APIError as exc:
-            raise classify(exc) from exc
-        return reply_of(final)
+            error = classify(exc)
+            metrics.MODEL_CALL_SECONDS.labels(model, error.code).observe(time.monotonic() - started)
+            raise error from exc
+        return observed(model, started, reply_of(final))
 
     async def create(self, params: dict[str, Any]) -> ModelReply:
         """One non-streaming call, as the summary model's short answers need nothing streamed."""
+        started = time.monotonic()
         try:
             final = await self._client.messages.create(**params)
         except anthropic.APIError as exc:
-            raise classify(exc) from exc
-        return reply_of(final)
+            error = classify(exc)
+            metrics.MODEL_CALL_SECONDS.labels(params["model"], error.code).observe(time.monotonic() - started)
+            raise error from exc
+        return observed(params["model"], started, reply_of(final))
+
+
+def observed(model: str, started: float, reply: ModelReply) -> ModelReply:
+    metrics.MODEL_CALL_SECONDS.labels(model, "ok").observe(time.monotonic() - started)
+    u = reply.usage
+    for kind, tokens in (("input", u.input_tokens), ("output", u.output_tokens), ("cache_read", u.cache_read_tokens),
+                         ("cache_write", u.cache_write_5m_tokens + u.cache_write_1h_tokens)):
+        metrics.MODEL_TOKENS.labels(model, kind).inc(tokens)
+    return reply
 
 
 def reply_of(final: Any) -> ModelReply:

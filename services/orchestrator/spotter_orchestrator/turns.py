@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from spotter_shared import bus, telemetry
+from spotter_shared import bus, metrics, telemetry
 from spotter_shared.contracts.commands import (
     Admission, AdmitCommand, CancelSuspended, CancelTurn, ConfirmTool, ConversationFlags, OrganizeConversation,
     PickTool, SendMessage, TurnCommand, UndoTool,
@@ -152,6 +152,8 @@ class TurnRunner:
             log.warning("conversation %s is held by another turn; dropping %s", meta.conversation_id, meta.turn_id)
             await self._store.finish_turn(meta.turn_id, "aborted", ErrorCode.CONVERSATION_BUSY)
             return None
+        if delivery.attempt > 1:
+            metrics.REDELIVERIES.labels(meta.endpoint or "other").inc()
         emitter = Emitter(self._store, self._events, meta.conversation_id, meta.turn_id)
         renew = asyncio.create_task(self._keep_lease(meta))
 
@@ -207,6 +209,7 @@ class TurnRunner:
         match outcome:
             case Finished():
                 await emitter.finish(Done(conversation_id=meta.conversation_id, usage=usage), "completed", before_publish=let_go)
+                metrics.TURNS.labels("completed").inc()
                 # Both ratios: seed 000's read / (read + input) reads ~1.0 even when every call
                 # re-writes the conversation; the honest one counts the writes too.
                 TurnCompleted(
@@ -219,10 +222,12 @@ class TurnRunner:
             case Suspended():
                 # Seed 000: the loop suspends and the controller emits `done` with usage 0.
                 await emitter.finish(Done(conversation_id=meta.conversation_id, usage=TurnUsage()), "suspended", before_publish=let_go)
+                metrics.TURNS.labels("suspended").inc()
             case Failed(code=code, message=message):
                 await emitter.emit(ErrorEvent(code=code, message=message, trace_id=meta.trace_id))
                 status = "aborted" if code == ErrorCode.ABORTED else "failed"
                 await emitter.finish(Done(conversation_id=meta.conversation_id, usage=usage), status, code, before_publish=let_go)
+                metrics.TURNS.labels(status).inc()
                 TurnFailed(trace_id=meta.trace_id, org_id=meta.organization_id, endpoint=meta.endpoint, code=code).log(log)
 
     # send -------------------------------------------------------------------------------------------

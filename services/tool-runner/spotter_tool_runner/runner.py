@@ -54,6 +54,7 @@ from spotter_shared.contracts.tools import (
     UndoRequest,
 )
 from spotter_shared.errors import ErrorCode, SpotterError
+from spotter_shared import metrics
 from spotter_shared.observability import ToolExecuted
 from spotter_shared.telemetry import event
 
@@ -358,6 +359,7 @@ class ToolRunner:
                 router=cmd.router, action=cmd.action, duration_ms=outcome.duration_ms, outcome=outcome.status,
                 error_code=outcome.error.code if outcome.error else None, replayed=outcome.replayed,
             ).log(log)
+            metrics.TOOL_RUNS.labels(cmd.router, cmd.action, outcome.status).inc()
         return outcome
 
     async def _settle(
