@@ -1,6 +1,6 @@
 """The orchestrator's model client against the simulator: each call is measured (wall time, time to
-first chunk, tokens by kind) under its model, failures under their code; and a NATS service serves
-the metrics over HTTP on SPOTTER_METRICS_PORT."""
+first chunk, tokens by kind) under its model, failures under their code, and traced as a GenAI span
+without user text; a NATS service serves the metrics over HTTP on SPOTTER_METRICS_PORT."""
 
 from __future__ import annotations
 
@@ -8,6 +8,10 @@ import socket
 import urllib.request
 
 import pytest
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from prometheus_client import REGISTRY
 
 from spotter_orchestrator.model import ModelClient, ProviderError
@@ -73,3 +77,40 @@ def test_a_service_serves_its_metrics_on_the_configured_port() -> None:
                  "spotter_model_cost_usd_micros_total", "spotter_redeliveries_total"):
         assert f"# TYPE {name}" in body, name
     assert 'spotter_turns_total{outcome="completed"}' in body
+
+
+@pytest.fixture(scope="module")
+def spans() -> InMemorySpanExporter:
+    """Every finished span of this process, in memory (the SDK provider, installed once per process)."""
+    exporter = InMemorySpanExporter()
+    provider = trace.get_tracer_provider()
+    if not isinstance(provider, TracerProvider):
+        provider = TracerProvider()
+        trace.set_tracer_provider(provider)
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    return exporter
+
+
+async def test_a_model_call_is_a_gen_ai_span_without_user_text(sim: Sim, spans: InMemorySpanExporter) -> None:
+    sim.script([{"text": "the private answer", "tool_uses": []}], match="trace me please")
+    client = ModelClient(OrchestratorSettings(anthropic_base_url=sim.base_url, anthropic_api_key="test", spotter_provider_retries=0))
+    spans.clear()
+
+    async def on_text(text: str) -> None:
+        pass
+
+    reply = await client.stream(params("trace me please"), on_text)
+    await client.close()
+    (span,) = [s for s in spans.get_finished_spans() if s.name == f"chat {MODEL}"]
+    attributes = dict(span.attributes or {})
+    print(f"\n{span.name} kind={span.kind.name} " + " ".join(f"{k}={v}" for k, v in sorted(attributes.items())))
+    assert span.kind == trace.SpanKind.CLIENT
+    assert attributes["gen_ai.operation.name"] == "chat" and attributes["gen_ai.provider.name"] == "anthropic"
+    assert attributes["gen_ai.request.model"] == MODEL and attributes["gen_ai.response.model"] == MODEL
+    assert attributes["gen_ai.usage.input_tokens"] == reply.usage.input_tokens
+    assert attributes["gen_ai.usage.output_tokens"] == reply.usage.output_tokens > 0
+    assert attributes["gen_ai.usage.cache_read.input_tokens"] == reply.usage.cache_read_tokens
+    assert "gen_ai.usage.cache_creation.input_tokens" in attributes
+    assert tuple(attributes["gen_ai.response.finish_reasons"]) == ("end_turn",)
+    assert attributes["gen_ai.response.time_to_first_chunk"] >= 0
+    assert "private answer" not in str(attributes) and "trace me" not in str(attributes)

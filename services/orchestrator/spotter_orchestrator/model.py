@@ -10,12 +10,15 @@ from dataclasses import dataclass
 from typing import Any
 
 import anthropic
+from opentelemetry import trace
 
 from spotter_shared import metrics
 from spotter_shared.contracts.billing import ModelUsage
 from spotter_shared.errors import ErrorCode
 
 from .settings import OrchestratorSettings
+
+_tracer = trace.get_tracer(__name__)
 
 _GEN5 = re.compile(r"^claude-(sonnet|opus|haiku)-5")
 
@@ -52,46 +55,81 @@ class ModelClient:
         await self._client.close()
 
     async def stream(self, params: dict[str, Any], on_text: Callable[[str], Awaitable[None]]) -> ModelReply:
-        model = params["model"]
-        thinking = thinking_param(model)
+        thinking = thinking_param(params["model"])
         if thinking:
             params = {**params, "thinking": thinking}
-        started, first = time.monotonic(), None
-        try:
-            async with self._client.messages.stream(**params) as stream:
-                async for event in stream:
-                    if first is None:
-                        first = time.monotonic()
-                        metrics.MODEL_FIRST_CHUNK_SECONDS.labels(model).observe(first - started)
-                    # Only text blocks reach the user; thinking between tools stays server-side.
-                    if event.type == "text":
-                        await on_text(event.text)
-                final = await stream.get_final_message()
-        except anthropic.APIError as exc:
-            error = classify(exc)
-            metrics.MODEL_CALL_SECONDS.labels(model, error.code).observe(time.monotonic() - started)
-            raise error from exc
-        return observed(model, started, reply_of(final))
+        with ModelCall(params) as call:
+            try:
+                async with self._client.messages.stream(**params) as stream:
+                    async for event in stream:
+                        call.chunk()
+                        # Only text blocks reach the user; thinking between tools stays server-side.
+                        if event.type == "text":
+                            await on_text(event.text)
+                    final = await stream.get_final_message()
+            except anthropic.APIError as exc:
+                raise call.failed(classify(exc)) from exc
+            return call.done(reply_of(final))
 
     async def create(self, params: dict[str, Any]) -> ModelReply:
         """One non-streaming call, as the summary model's short answers need nothing streamed."""
-        started = time.monotonic()
-        try:
-            final = await self._client.messages.create(**params)
-        except anthropic.APIError as exc:
-            error = classify(exc)
-            metrics.MODEL_CALL_SECONDS.labels(params["model"], error.code).observe(time.monotonic() - started)
-            raise error from exc
-        return observed(params["model"], started, reply_of(final))
+        with ModelCall(params) as call:
+            try:
+                final = await self._client.messages.create(**params)
+            except anthropic.APIError as exc:
+                raise call.failed(classify(exc)) from exc
+            return call.done(reply_of(final))
 
 
-def observed(model: str, started: float, reply: ModelReply) -> ModelReply:
-    metrics.MODEL_CALL_SECONDS.labels(model, "ok").observe(time.monotonic() - started)
-    u = reply.usage
-    for kind, tokens in (("input", u.input_tokens), ("output", u.output_tokens), ("cache_read", u.cache_read_tokens),
-                         ("cache_write", u.cache_write_5m_tokens + u.cache_write_1h_tokens)):
-        metrics.MODEL_TOKENS.labels(model, kind).inc(tokens)
-    return reply
+class ModelCall:
+    """One model call as metrics and a span see it: the span follows OpenTelemetry's GenAI semantic
+    conventions (operation, provider, models, usage with the cache split, finish reason, time to
+    first chunk) and carries no prompt or reply text."""
+
+    def __init__(self, params: dict[str, Any]) -> None:
+        self.model = params["model"]
+        self._attributes = {
+            "gen_ai.operation.name": "chat", "gen_ai.provider.name": "anthropic",
+            "gen_ai.request.model": self.model, "gen_ai.request.max_tokens": params.get("max_tokens", 0),
+        }
+        self._first: float | None = None
+
+    def __enter__(self) -> ModelCall:
+        self._span_cm = _tracer.start_as_current_span(f"chat {self.model}", kind=trace.SpanKind.CLIENT, attributes=self._attributes)
+        self.span = self._span_cm.__enter__()
+        self.started = time.monotonic()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._span_cm.__exit__(*exc)
+
+    def chunk(self) -> None:
+        if self._first is None:
+            self._first = time.monotonic() - self.started
+            metrics.MODEL_FIRST_CHUNK_SECONDS.labels(self.model).observe(self._first)
+            self.span.set_attribute("gen_ai.response.time_to_first_chunk", self._first)
+
+    def failed(self, error: ProviderError) -> ProviderError:
+        metrics.MODEL_CALL_SECONDS.labels(self.model, error.code).observe(time.monotonic() - self.started)
+        self.span.set_attribute("error.type", str(error.code))
+        self.span.set_status(trace.StatusCode.ERROR)
+        return error
+
+    def done(self, reply: ModelReply) -> ModelReply:
+        metrics.MODEL_CALL_SECONDS.labels(self.model, "ok").observe(time.monotonic() - self.started)
+        u = reply.usage
+        cache_write = u.cache_write_5m_tokens + u.cache_write_1h_tokens
+        for kind, tokens in (("input", u.input_tokens), ("output", u.output_tokens), ("cache_read", u.cache_read_tokens),
+                             ("cache_write", cache_write)):
+            metrics.MODEL_TOKENS.labels(self.model, kind).inc(tokens)
+        self.span.set_attributes({
+            "gen_ai.response.model": self.model,
+            "gen_ai.response.finish_reasons": [reply.stop_reason or "unknown"],
+            "gen_ai.usage.input_tokens": u.input_tokens, "gen_ai.usage.output_tokens": u.output_tokens,
+            "gen_ai.usage.cache_read.input_tokens": u.cache_read_tokens,
+            "gen_ai.usage.cache_creation.input_tokens": cache_write,
+        })
+        return reply
 
 
 def reply_of(final: Any) -> ModelReply:
