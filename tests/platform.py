@@ -13,6 +13,8 @@ import pytest
 from spotter_cli.devstack import StackUrls, find_free_port
 from spotter_cli.supervisor import SERVICES, SIMULATOR, ServiceProcess, start_services, stop_services, wait_http_ok
 
+from . import otlp
+
 
 @dataclass
 class Platform:
@@ -20,6 +22,7 @@ class Platform:
     sim_url: str
     env: dict[str, str]
     procs: dict[str, ServiceProcess]
+    traces: otlp.Collector
 
     def restart(self, name: str) -> None:
         self.procs[name].start()
@@ -28,6 +31,7 @@ class Platform:
 @pytest.fixture(scope="session")
 def platform(stack: StackUrls, db_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Platform]:
     http_port, sim_port = find_free_port(), find_free_port()
+    traces, receiver = otlp.serve()
     env = {
         **os.environ,
         "NATS_URL": stack.nats_url,
@@ -52,12 +56,17 @@ def platform(stack: StackUrls, db_url: str, tmp_path_factory: pytest.TempPathFac
         # in the background: the sweep's embeddings would compete for the 2 cores with every test.
         "RAG_SWEEP_INTERVAL_S": "0",
         "SPOTTER_SEARCH_EMBED_TIMEOUT_S": "3",
+        # Every service exports its spans to the test's OTLP receiver, as to a production collector.
+        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": f"http://127.0.0.1:{receiver.server_port}/v1/traces",
+        "OTEL_BSP_SCHEDULE_DELAY": "200",
     }
     logs = tmp_path_factory.mktemp("platform-logs")
     procs = start_services(env, [SIMULATOR, *SERVICES], output=False, log_dir=logs)
     try:
         wait_http_ok(f"http://127.0.0.1:{sim_port}/_sim/health", timeout=60, watch=procs.values())
         wait_http_ok(f"http://127.0.0.1:{http_port}/readyz", timeout=60, watch=procs.values())
-        yield Platform(base_url=f"http://127.0.0.1:{http_port}", sim_url=f"http://127.0.0.1:{sim_port}", env=env, procs=procs)
+        yield Platform(base_url=f"http://127.0.0.1:{http_port}", sim_url=f"http://127.0.0.1:{sim_port}", env=env, procs=procs,
+                       traces=traces)
     finally:
         stop_services(procs)
+        receiver.shutdown()

@@ -82,3 +82,22 @@ def test_a_typed_event_refuses_fields_it_does_not_declare(cls: type[observabilit
 def test_scrub_keeps_keys_that_merely_contain_a_forbidden_word() -> None:
     kept = {"promptLength": 3, "inputTokens": 4, "outputTokens": 5, "messages": 2, "tokenCount": 1}
     assert telemetry.scrub({**kept, "prompt": "x", "input": {"a": 1}, "api_key": "k"}) == kept
+
+
+@pytest.mark.parametrize(("env", "kinds"), [
+    ({}, []),  # no collector configured: nothing exported, nothing logged every few seconds
+    ({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318"}, ["OTLPSpanExporter"]),
+    ({"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://collector:4318/v1/traces"}, ["OTLPSpanExporter"]),
+    ({"OTEL_TRACES_EXPORTER": "console"}, ["ConsoleSpanExporter"]),
+    ({"OTEL_TRACES_EXPORTER": "otlp, console"}, ["OTLPSpanExporter", "ConsoleSpanExporter"]),
+    ({"OTEL_TRACES_EXPORTER": "none", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318"}, []),
+])
+def test_the_span_exporters_are_the_ones_the_standard_variables_name(env: dict[str, str], kinds: list[str]) -> None:
+    assert [type(e).__name__ for e in telemetry.span_exporters(env)] == kinds
+
+
+@pytest.mark.parametrize("env", [{"OTEL_TRACES_EXPORTER": "jaeger"},
+                                 {"OTEL_TRACES_EXPORTER": "otlp", "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"}])
+def test_an_exporter_we_do_not_ship_stops_the_service_with_a_clear_error(env: dict[str, str]) -> None:
+    with pytest.raises(ValueError, match="OTEL_"):
+        telemetry.span_exporters(env)

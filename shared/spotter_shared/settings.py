@@ -20,8 +20,6 @@ class CommonSettings(BaseSettings):
     spotter_log_level: str = "INFO"
     # Prometheus metrics of a NATS service on this port (0: off); the gateway serves /metrics itself.
     spotter_metrics_port: int = 0
-    # "none" keeps spans in-process (still propagated); "console" prints them.
-    spotter_otel_exporter: Literal["none", "console"] = "none"
     spotter_db_pool_max: int = 10
     # JetStream stream replicas: 1 on a single server, 3 on a production cluster (survives a node).
     spotter_jetstream_replicas: int = 1

@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import re
 import sys
 from typing import Any
 
 from opentelemetry import trace
+from opentelemetry.instrumentation.asyncpg import AsyncPGInstrumentor
+from opentelemetry.instrumentation.redis import RedisInstrumentor
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import ConsoleSpanExporter, SimpleSpanProcessor
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter, SpanExporter
+from opentelemetry.trace import format_trace_id
 
 from .settings import CommonSettings
 
@@ -48,10 +52,45 @@ def setup(service: str, settings: CommonSettings) -> None:
     )
     logging.getLogger("faststream").setLevel(logging.WARNING)
     logging.getLogger("httpx").setLevel(logging.WARNING)
+    # The sampler (OTEL_TRACES_SAMPLER), batching (OTEL_BSP_*) and extra resource attributes
+    # (OTEL_RESOURCE_ATTRIBUTES) are read by the SDK itself; the exporters are chosen here.
     provider = TracerProvider(resource=Resource.create({"service.name": f"spotter-{service}"}))
-    if settings.spotter_otel_exporter == "console":
-        provider.add_span_processor(SimpleSpanProcessor(ConsoleSpanExporter()))
+    for exporter in span_exporters(os.environ):
+        provider.add_span_processor(BatchSpanProcessor(exporter))
     trace.set_tracer_provider(provider)
+    # Every Postgres query (statement text, never its parameters) and Redis command (name only,
+    # arguments shown as "?") becomes a child span of whatever the service is doing.
+    AsyncPGInstrumentor().instrument()
+    RedisInstrumentor().instrument()
+
+
+def span_exporters(env: os._Environ[str] | dict[str, str]) -> list[SpanExporter]:
+    """The exporters OTEL_TRACES_EXPORTER names (`otlp`, `console`, `none`, comma-separated). Unset,
+    it is `otlp` when an OTLP endpoint is configured and `none` otherwise: a laptop without a
+    collector does not log a failed export every few seconds. OTLP is HTTP/protobuf; the exporter
+    reads OTEL_EXPORTER_OTLP_[TRACES_]ENDPOINT, _HEADERS, _TIMEOUT and _COMPRESSION itself."""
+    configured = env.get("OTEL_EXPORTER_OTLP_ENDPOINT") or env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+    names = [n.strip() for n in env.get("OTEL_TRACES_EXPORTER", "otlp" if configured else "none").split(",") if n.strip()]
+    protocol = env.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL") or env.get("OTEL_EXPORTER_OTLP_PROTOCOL") or "http/protobuf"
+    exporters: list[SpanExporter] = []
+    for name in names:
+        if name == "otlp":
+            if protocol != "http/protobuf":
+                raise ValueError(f"OTEL_EXPORTER_OTLP_PROTOCOL={protocol}: only http/protobuf is installed")
+            from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+            exporters.append(OTLPSpanExporter())
+        elif name == "console":
+            exporters.append(ConsoleSpanExporter())
+        elif name != "none":
+            raise ValueError(f"OTEL_TRACES_EXPORTER={name}: expected otlp, console or none")
+    return exporters
+
+
+def current_trace_id() -> str | None:
+    """The W3C trace id (32 hex digits) of the span in progress, if one is being recorded."""
+    ctx = trace.get_current_span().get_span_context()
+    return format_trace_id(ctx.trace_id) if ctx.is_valid else None
 
 
 def event(logger: logging.Logger, name: str, **attrs: object) -> None:

@@ -7,6 +7,8 @@ from contextlib import asynccontextmanager
 
 import uvicorn
 from fastapi import FastAPI
+from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
+from opentelemetry.trace import Span
 
 from spotter_shared.auth import TokenVerifier
 from spotter_shared.service import infra
@@ -40,7 +42,18 @@ def create_app(settings: GatewaySettings) -> FastAPI:
     for router in (ops.router, agent.router, hitl.router, hitl.audit_router, studio.router, dev_auth.router):
         app.include_router(router)
     web.install(app, settings)
+    # One server span per request, continuing the caller's `traceparent`; the bus carries it on.
+    # No span per SSE chunk (send/receive), none for probes and static files.
+    FastAPIInstrumentor.instrument_app(app, server_request_hook=_without_query, exclude_spans=["receive", "send"],
+                                       excluded_urls="/healthz,/readyz,/metrics,/assets/")
     return app
+
+
+def _without_query(span: Span, scope: dict) -> None:
+    # A query string holds what people search for (?q=…): user text stays out of spans.
+    if span.is_recording() and scope.get("query_string"):
+        for key in ("http.url", "url.full", "url.query", "http.target"):
+            span.set_attribute(key, "REDACTED" if key == "url.query" else scope.get("path", ""))
 
 
 def run() -> None:

@@ -1,4 +1,4 @@
-"""Trace id, body-size guard and request metrics as a plain ASGI middleware: unlike
+"""Trace id (the OpenTelemetry request span's), body-size guard and request metrics as a plain ASGI middleware: unlike
 BaseHTTPMiddleware it does not copy every SSE chunk through an extra memory stream."""
 
 from __future__ import annotations
@@ -8,6 +8,7 @@ from prometheus_client import Counter
 from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from spotter_shared import telemetry
 from spotter_shared.errors import ErrorCode
 
 from . import errors
@@ -24,7 +25,9 @@ class RequestGuard:
             await self.app(scope, receive, send)
             return
         headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
-        trace = headers.get("x-trace-id") or str(uuid.uuid4())
+        # The request's W3C trace id (from its `traceparent`, or new), so that the traceId in an error,
+        # in a log line and in the trace backend is one id.
+        trace = telemetry.current_trace_id() or uuid.uuid4().hex
         scope.setdefault("state", {})["trace_id"] = trace
         length = headers.get("content-length", "")
         if length.isdigit() and int(length) > self.max_body_bytes:

@@ -49,6 +49,9 @@ class ModelClient:
             api_key=settings.anthropic_api_key or "spotter-no-key",
             base_url=settings.anthropic_base_url,
             max_retries=settings.spotter_provider_retries,
+            # The SDK's own span per API call (with the HTTP attempt's trace context) under our GenAI
+            # span; given explicitly, so no ANTHROPIC_OPEN_TELEMETRY_* variable can switch on content.
+            open_telemetry={"traces": {"enabled": True, "content_mode": "metadata_only"}},
         )
 
     async def close(self) -> None:

@@ -347,7 +347,7 @@ class ToolRunner:
         _check_keys({**_conversation_ids(cmd.conversation_id, cmd.actor), "messageId": cmd.message_id}, cmd.tool_use_id)
         with tracer.start_as_current_span(
             "tool-runner.execute", attributes={"router": cmd.router, "action": cmd.action, "hold": cmd.hold}
-        ):
+        ) as span:
             changes: Changes = {}
             async with self._pool.acquire() as conn:
                 await self._claim(conn, cmd)
@@ -360,6 +360,7 @@ class ToolRunner:
                 error_code=outcome.error.code if outcome.error else None, replayed=outcome.replayed,
             ).log(log)
             metrics.TOOL_RUNS.labels(cmd.router, cmd.action, outcome.status).inc()
+            span.set_attribute("outcome", outcome.status)
         return outcome
 
     async def _settle(
