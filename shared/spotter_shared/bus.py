@@ -19,6 +19,7 @@ from nats.errors import NoRespondersError
 from nats.js.errors import NotFoundError
 from pydantic import ValidationError
 
+from . import metrics
 from .contracts.base import (
     DEAD_LETTER_PREFIX,
     ERROR_HEADER,
@@ -177,6 +178,15 @@ async def prune_consumers(broker: NatsBroker, stream: str, keep: set[str]) -> li
             removed.append(info.name)
             log.warning("removed obsolete consumer %s on %s", info.name, stream)
     return removed
+
+
+def consumer_lag(broker: NatsBroker, stream: str, consumers: list[str]) -> "metrics.Sample":
+    """A gauge sample of the durable consumers' backlog (what KEDA's nats-jetstream scaler reads)."""
+
+    async def sample() -> None:
+        await metrics.sample_consumers(broker.config.connection_state.stream, stream, consumers)
+
+    return sample
 
 
 async def request(

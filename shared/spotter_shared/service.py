@@ -38,6 +38,9 @@ class Infra:
     broker: NatsBroker
     pool: asyncpg.Pool
     redis: Redis
+    # Gauges of shared state a service reports (consumer lag, budget holds): sampled only while
+    # metrics are served.
+    gauges: metrics.Sampler
 
 
 def service_broker(name: str, settings: CommonSettings, *routers: NatsRouter) -> NatsBroker:
@@ -58,14 +61,16 @@ async def infra(name: str, settings: CommonSettings, broker: NatsBroker, *, star
         metrics.serve(settings.spotter_metrics_port)
     pool = await create_pool(settings.database_url, max_size=settings.spotter_db_pool_max)
     redis = Redis.from_url(settings.redis_url, decode_responses=True)
+    gauges = metrics.Sampler(settings.spotter_metrics_sample_s if settings.spotter_metrics_port else 0)
     try:
         if start_broker:
             await broker.start()
         else:
             await broker.connect()
         await ensure_streams(broker, settings.spotter_jetstream_replicas)
-        yield Infra(broker=broker, pool=pool, redis=redis)
+        yield Infra(broker=broker, pool=pool, redis=redis, gauges=gauges)
     finally:
+        await gauges.stop()
         if start_broker:
             await broker.stop()
         await redis.aclose()

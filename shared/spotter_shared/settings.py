@@ -20,6 +20,8 @@ class CommonSettings(BaseSettings):
     spotter_log_level: str = "INFO"
     # Prometheus metrics of a NATS service on this port (0: off); the gateway serves /metrics itself.
     spotter_metrics_port: int = 0
+    # How often the gauges of shared state (consumer lag, budget holds) are sampled while served.
+    spotter_metrics_sample_s: float = 15.0
     spotter_db_pool_max: int = 10
     # JetStream stream replicas: 1 on a single server, 3 on a production cluster (survives a node).
     spotter_jetstream_replicas: int = 1

@@ -13,6 +13,7 @@ import pytest
 from redis.asyncio import Redis
 
 from spotter_billing.core import Billing
+from spotter_shared import metrics
 from spotter_shared.contracts.billing import (
     BudgetCheck,
     ModelUsage,
@@ -277,6 +278,29 @@ async def test_settle_without_usage_only_releases(billing: Billing, pool: asyncp
     assert settled.cost_usd_micros == 0
     assert (await billing.precheck(BudgetCheck(organization_id=studio.org.id))).remaining_usd_micros == 1_000_000
     assert await daily_row(pool, studio) is None
+
+
+async def test_the_holds_gauge_counts_live_holds_in_every_org(billing: Billing, pool: asyncpg.Pool, clock: FakeClock,
+                                                               new_conversation: Callable) -> None:
+    def gauges() -> tuple[float, float]:
+        return metrics.RESERVATIONS_HELD._value.get(), metrics.RESERVED_USD._value.get()
+
+    # Other tests' holds share this Redis: compare with what was held before.
+    await billing.sample_holds()
+    count, held = gauges()
+    a, b = await make_studio(pool, tier="pro"), await make_studio(pool, tier="pro")
+    first = await billing.reserve(reserve_req(a, reservation_id=(settled_id := rid())))
+    second = await billing.reserve(reserve_req(b))
+    await billing.sample_holds()
+    assert gauges() == (count + 2, held + first.amount_usd_micros + second.amount_usd_micros)
+
+    await billing.settle(settle_req(a, await new_conversation(a), ModelUsage(output_tokens=10), reservation_id=settled_id))
+    await billing.sample_holds()
+    assert gauges() == (count + 1, held + second.amount_usd_micros)
+
+    clock.advance(HOLD_TTL + timedelta(seconds=1))  # the other caller died: its hold lapses
+    await billing.sample_holds()
+    assert gauges()[0] <= count
 
 
 # ---------------------------------------------------------------------- settlement

@@ -74,7 +74,8 @@ def test_a_service_serves_its_metrics_on_the_configured_port() -> None:
     body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
     for name in ("spotter_turns_total", "spotter_tool_runs_total", "spotter_model_call_seconds",
                  "spotter_model_time_to_first_chunk_seconds", "spotter_model_tokens_total",
-                 "spotter_model_cost_usd_micros_total", "spotter_redeliveries_total"):
+                 "spotter_model_cost_usd_micros_total", "spotter_redeliveries_total", "spotter_consumer_pending_messages",
+                 "spotter_consumer_ack_pending_messages", "spotter_reservations_held", "spotter_reserved_usd_micros"):
         assert f"# TYPE {name}" in body, name
     assert 'spotter_turns_total{outcome="completed"}' in body
 

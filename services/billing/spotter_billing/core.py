@@ -32,6 +32,7 @@ from spotter_shared.contracts.billing import (
     UsageQuery,
     UsageSnapshot,
 )
+from spotter_shared import metrics
 from spotter_shared.errors import ErrorCode, SpotterError
 
 from .caps import UNMETERED, daily_cap, precheck_verdict, refusal_message
@@ -103,6 +104,19 @@ for _, v in ipairs(redis.call('HVALS', KEYS[2])) do held = held + tonumber(v) en
 local spent = redis.call('GET', KEYS[1])
 if not spent then return {-1, held} end
 return {tonumber(spent), held}
+"""
+
+# One org's live holds, counted and summed after purging the expired ones (the holds gauge).
+_HELD = """
+local now = tonumber(ARGV[1])
+for _, id in ipairs(redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now)) do
+  redis.call('HDEL', KEYS[1], id)
+end
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
+local values = redis.call('HVALS', KEYS[1])
+local held = 0
+for _, v in ipairs(values) do held = held + tonumber(v) end
+return {#values, held}
 """
 
 # Marks the reservation settled, releases its hold and adds the cost to the mirror, in one step.
@@ -227,6 +241,7 @@ class Billing:
         self._finish_script = redis.register_script(_FINISH)
         self._unclaim_script = redis.register_script(_UNCLAIM)
         self._release_script = redis.register_script(_RELEASE)
+        self._held_script = redis.register_script(_HELD)
 
     # ------------------------------------------------------------------ endpoints
 
@@ -320,6 +335,17 @@ class Billing:
             resets_at=resets_at.isoformat().replace("+00:00", "Z"),
             show_upgrade_hint=metered and percent >= UPGRADE_HINT_AT,
         )
+
+    async def sample_holds(self) -> None:
+        """Set the holds gauges from every org's holds in Redis (SCAN: no org list needed, and a
+        hold whose caller died is gone once its deadline passes). On Redis Cluster, SCAN each node."""
+        now_ms, count, held = _epoch_ms(self._now()), 0, 0
+        async for deadlines in self._redis.scan_iter(match="spotter:billing:{*}:deadlines", count=1000):
+            holds = deadlines.removesuffix("deadlines") + "holds"
+            n, amount = await self._held_script(keys=[holds, deadlines], args=[now_ms])
+            count, held = count + int(n), held + int(amount)
+        metrics.RESERVATIONS_HELD.set(count)
+        metrics.RESERVED_USD.set(held)
 
     # ------------------------------------------------------------------ steps
 

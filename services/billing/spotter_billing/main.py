@@ -27,7 +27,9 @@ def create_app(settings: BillingSettings) -> FastStream:
         schedule = SnapshotSchedule(infra.pool, infra.redis)
         schedule.start()
         schedules.append(schedule)
-        return Billing(infra.pool, infra.redis, rates, hold_ttl=hold_ttl)
+        billing = Billing(infra.pool, infra.redis, rates, hold_ttl=hold_ttl)
+        infra.gauges.add(billing.sample_holds)
+        return billing
 
     async def on_stop() -> None:
         for schedule in schedules:

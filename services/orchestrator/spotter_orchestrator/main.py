@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from faststream import FastStream
 
-from spotter_shared.bus import prune_consumers
+from spotter_shared.bus import consumer_lag, prune_consumers
 from spotter_shared.contracts.commands import COMMANDS_STREAM
 from spotter_shared.service import Infra, run_app, service_app, service_broker
 from spotter_shared.turnlock import TurnLock
@@ -23,7 +23,9 @@ def create_app(settings: OrchestratorSettings) -> FastStream:
     model = ModelClient(settings)
 
     async def make_core(infra: Infra) -> TurnRunner:
-        await prune_consumers(broker, COMMANDS_STREAM, {durable_name(ep) for ep in COMMAND_ENDPOINTS})
+        durables = [durable_name(ep) for ep in COMMAND_ENDPOINTS]
+        await prune_consumers(broker, COMMANDS_STREAM, set(durables))
+        infra.gauges.add(consumer_lag(broker, COMMANDS_STREAM, durables))
         peers = Peers(rag_budget_s=settings.spotter_rag_budget_ms / 1000, tool_timeout_s=settings.spotter_tool_timeout_s)
         lock = TurnLock(infra.redis, settings.spotter_turn_lock_ttl_s)
         return TurnRunner(settings, Store(infra.pool), peers, model, lock, events=edges.conversation_events, cancels=edges.cancel_broadcast)

@@ -9,7 +9,7 @@ import logging
 from faststream import FastStream
 from redis.asyncio import Redis
 
-from spotter_shared.bus import prune_consumers
+from spotter_shared.bus import consumer_lag, prune_consumers
 from spotter_shared.contracts.rag import RAG_INDEXER_DURABLE, RAG_STREAM
 from spotter_shared.service import Infra, run_app, service_app, service_broker
 
@@ -38,6 +38,7 @@ def create_app(settings: RagSettings) -> FastStream:
 
     async def make_core(infra: Infra) -> Rag:
         await prune_consumers(broker, RAG_STREAM, {RAG_INDEXER_DURABLE})
+        infra.gauges.add(consumer_lag(broker, RAG_STREAM, [RAG_INDEXER_DURABLE]))
         inner = provider(settings)
         if isinstance(inner, E5Embedder):
             await inner.start()
