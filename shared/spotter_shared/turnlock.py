@@ -1,11 +1,18 @@
-"""One running turn per conversation (SPEC decision 6), as a Redis lease owned by a turn id.
+"""One running turn per conversation (SPEC decision 6), as a Redis lease owned by a turn id, and
+one runner per turn.
 
-The gateway claims the lease before publishing a command; the orchestrator that runs the turn
-keeps it alive and releases it at the end. A crashed orchestrator's lease expires by itself,
-and the replica that receives the redelivered command takes it over because the owner matches.
+The gateway claims the lease for a turn before publishing its command. The orchestrator that runs
+the turn takes it over under its own runner token (`<turn>|<runner>`, one token per delivery),
+keeps it alive and releases it at the end. A crashed runner's lease expires by itself, and the
+replica that receives the redelivered command claims it then. A second delivery of a turn that is
+still running elsewhere (JetStream redelivers a command that waited too long for a worker, a
+runner paused past its ack deadline) finds the lease held by another runner and stays out: two
+runners of one turn would both write.
 """
 
 from __future__ import annotations
+
+import enum
 
 from redis.asyncio import Redis
 
@@ -18,12 +25,35 @@ end
 return 0
 """
 
+# ARGV: turn id, ttl ms, runner token. Takes over the gateway's admission claim (the bare turn id),
+# renews our own, or claims a lapsed lease; 0 for another turn, 2 for this turn under another runner.
+_RUN = """
+local owner = redis.call('GET', KEYS[1])
+local mine = ARGV[1] .. '|' .. ARGV[3]
+if owner == false or owner == ARGV[1] or owner == mine then
+  redis.call('SET', KEYS[1], mine, 'PX', ARGV[2])
+  return 1
+end
+if string.sub(owner, 1, string.len(ARGV[1]) + 1) == ARGV[1] .. '|' then
+  return 2
+end
+return 0
+"""
+
 _RELEASE = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then
   return redis.call('DEL', KEYS[1])
 end
 return 0
 """
+
+
+class Run(enum.Enum):
+    """What a runner's claim found."""
+
+    OURS = 1
+    OTHER_TURN = 0
+    RUNNING_ELSEWHERE = 2
 
 
 def _key(conversation_id: str) -> str:
@@ -35,17 +65,25 @@ class TurnLock:
         self._redis = redis
         self._ttl_ms = int(ttl_s * 1000)
         self._claim = redis.register_script(_CLAIM)
+        self._run = redis.register_script(_RUN)
         self._release = redis.register_script(_RELEASE)
 
     async def claim(self, conversation_id: str, turn_id: str) -> bool:
-        """Take (or renew) the lease for this turn; False when another turn holds it."""
+        """Admit a turn: take (or renew) the lease for it; False when another turn holds it."""
         return bool(await self._claim(keys=[_key(conversation_id)], args=[turn_id, self._ttl_ms]))
 
-    async def release(self, conversation_id: str, turn_id: str) -> None:
-        await self._release(keys=[_key(conversation_id)], args=[turn_id])
+    async def run(self, conversation_id: str, turn_id: str, runner: str) -> Run:
+        """Take (or renew) the lease to run this turn as `runner`."""
+        return Run(int(await self._run(keys=[_key(conversation_id)], args=[turn_id, self._ttl_ms, runner])))
+
+    async def release(self, conversation_id: str, turn_id: str, runner: str | None = None) -> None:
+        owner = f"{turn_id}|{runner}" if runner else turn_id
+        await self._release(keys=[_key(conversation_id)], args=[owner])
 
     async def holder(self, conversation_id: str) -> str | None:
-        return await self._redis.get(_key(conversation_id))
+        """The turn that holds the conversation, if any."""
+        owner = await self._redis.get(_key(conversation_id))
+        return owner.split("|", 1)[0] if owner else None
 
     async def request_cancel(self, turn_id: str) -> None:
         """Remembered for an hour, so a replica that picks the turn up later (after a crash, or

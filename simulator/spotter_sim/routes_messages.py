@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import AsyncIterator
 from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
-from sse_starlette import EventSourceResponse
+from sse_starlette import EventSourceResponse, ServerSentEvent
 
 from .conversation import latest_user_text
 from .errors import InvalidRequest, error_response, new_request_id
@@ -52,6 +53,9 @@ async def create_message(request: Request) -> Response:
         "fault": None,
         "script_id": None,
         "response": None,
+        # True once the whole reply left for the client: a stream's last event was sent, or a
+        # plain reply's client was still connected. A caller killed mid-call never gets its usage.
+        "delivered": False,
     })
     try:
         body = await _read_json(request)
@@ -87,14 +91,21 @@ async def create_message(request: Request) -> Response:
     latency = state.latency
     if streaming:
         return EventSourceResponse(
-            message_events(planned, latency, fault, request_id),
+            _marking_delivered(message_events(planned, latency, fault, request_id), entry),
             headers=headers,
             ping=_PING_SECONDS,
             ping_message_factory=ping_event,
             sep="\n",
         )
     await asyncio.sleep(latency.ttft_ms / 1000 + latency.per_tokens(planned.output_tokens))
+    entry["delivered"] = not await request.is_disconnected()
     return JSONResponse(planned.message_json(), headers=headers)
+
+
+async def _marking_delivered(events: AsyncIterator[ServerSentEvent], entry: dict[str, Any]) -> AsyncIterator[ServerSentEvent]:
+    async for event in events:
+        yield event
+    entry["delivered"] = entry["fault"] is None
 
 
 @router.post("/v1/messages/count_tokens")

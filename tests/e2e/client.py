@@ -50,6 +50,8 @@ async def sse(client: httpx.AsyncClient, method: str, url: str, *, until_done: b
             return Stream(status=response.status_code, body=response.json() if response.content else None)
         out = Stream(status=200)
         async for event in source.aiter_sse():
+            if not event.data:  # the keep-alive comment (": ping") of a long wait
+                continue
             data = json.loads(event.data)
             assert data["type"] == event.event, "SSE event name and payload type must agree"
             out.events.append(data)

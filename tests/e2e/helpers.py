@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import uuid
 from typing import Any
 
 import asyncpg
+
+from spotter_shared.contracts.billing import ModelUsage
 
 
 async def rows(pool: asyncpg.Pool, sql: str, *args: Any) -> list[dict[str, Any]]:
@@ -50,3 +53,18 @@ def assert_requests_valid(requests: list[dict[str, Any]]) -> None:
         assert "1h" not in ttls[ttls.index("5m"):] if "5m" in ttls else True, ttls
         if entry.get("fault") is None and isinstance(entry.get("verdict"), dict):
             assert entry["verdict"]["ok"], entry["verdict"]
+
+
+def mentions(request: dict[str, Any], marker: str) -> bool:
+    return request["body"] is not None and marker in json.dumps(request["body"])
+
+
+def provider_usage(usage: dict[str, Any]) -> ModelUsage:
+    """The provider's usage object, bucket by bucket, as Anthropic bills it."""
+    split = usage.get("cache_creation") or {}
+    return ModelUsage(
+        input_tokens=usage["input_tokens"], output_tokens=usage["output_tokens"],
+        cache_read_tokens=usage.get("cache_read_input_tokens") or 0,
+        cache_write_5m_tokens=split.get("ephemeral_5m_input_tokens") or 0,
+        cache_write_1h_tokens=split.get("ephemeral_1h_input_tokens") or 0,
+    )

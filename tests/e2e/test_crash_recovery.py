@@ -6,7 +6,6 @@ exactly the provider-reported cost and no hold lingers."""
 from __future__ import annotations
 
 import asyncio
-import json
 import uuid
 from datetime import UTC, datetime
 from typing import Any
@@ -15,12 +14,11 @@ import asyncpg
 import httpx
 
 from spotter_billing.pricing import RateCard
-from spotter_shared.contracts.billing import ModelUsage
 from tests.factories import make_studio
 
 from .client import Sim, auth, send, sse
 from .conftest import Platform
-from .helpers import assert_requests_valid, message_roles, rows
+from .helpers import assert_requests_valid, mentions, message_roles, provider_usage, rows
 
 
 async def test_kill_orchestrator_mid_turn_finishes_once(http: httpx.AsyncClient, pool: asyncpg.Pool, sim: Sim, platform: Platform) -> None:
@@ -89,7 +87,7 @@ async def test_kill_mid_call_charges_exactly_the_provider_reported_cost(http: ht
                                                        WHERE conversation_id = e.conversation_id AND type = 'tool_completed')
                                         LIMIT 1""", uuid.UUID(studio.org.id))
         # The second model call is streaming: it holds budget and its usage never reaches us.
-        in_flight = [r for r in await sim.requests() if _mentions(r, marker) and r["kind"] == "agent"][-1]
+        in_flight = [r for r in await sim.requests() if mentions(r, marker) and r["kind"] == "agent"][-1]
         orchestrator.kill()
         await sim.latency(ttft_ms=0, tokens_per_second=0)
         orchestrator.start()
@@ -109,8 +107,8 @@ async def test_kill_mid_call_charges_exactly_the_provider_reported_cost(http: ht
 
     async def served() -> dict[str, tuple[str, int]]:
         """Every call the model served for this test: request id → (kind, cost of its usage)."""
-        return {r["request_id"]: (r["kind"], rates.price(r["body"]["model"], _usage(r["response"]["usage"]), today))
-                for r in await every_request() if _mentions(r, marker) and r["response"] is not None}
+        return {r["request_id"]: (r["kind"], rates.price(r["body"]["model"], provider_usage(r["response"]["usage"]), today))
+                for r in await every_request() if mentions(r, marker) and r["response"] is not None}
 
     def reported(calls: dict[str, tuple[str, int]], kind: str | None = None) -> int:
         """The cost of the calls whose usage reached Spotter: all but the killed one."""
@@ -143,21 +141,6 @@ async def test_kill_mid_call_charges_exactly_the_provider_reported_cost(http: ht
     assert snapshot["remainingUsdMicros"] == 5_000_000 - spent and snapshot["showUpgradeHint"] is False
     # The turn's own record: its two reported model calls, each once.
     assert await pool.fetchval("SELECT cost_usd_micros FROM ai_turns WHERE conversation_id = $1", cid) == reported(calls, "agent")
-
-
-def _mentions(request: dict[str, Any], marker: str) -> bool:
-    return request["body"] is not None and marker in json.dumps(request["body"])
-
-
-def _usage(usage: dict[str, Any]) -> ModelUsage:
-    """The provider's usage object, bucket by bucket, as Anthropic bills it."""
-    split = usage.get("cache_creation") or {}
-    return ModelUsage(
-        input_tokens=usage["input_tokens"], output_tokens=usage["output_tokens"],
-        cache_read_tokens=usage.get("cache_read_input_tokens") or 0,
-        cache_write_5m_tokens=split.get("ephemeral_5m_input_tokens") or 0,
-        cache_write_1h_tokens=split.get("ephemeral_1h_input_tokens") or 0,
-    )
 
 
 async def _wait_for(pool: asyncpg.Pool, sql: str, *args: object) -> object:

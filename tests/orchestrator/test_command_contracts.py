@@ -59,6 +59,7 @@ class RecordingCore:
 
     def __init__(self, settings: OrchestratorSettings) -> None:
         self.settings = settings
+        self.slots = asyncio.Semaphore(settings.spotter_turn_concurrency)
         self.calls: list[Call] = []
         self.arrived: asyncio.Queue[Call] = asyncio.Queue()
         self.admission = Admission(verdict="start", turn_id=str(uuid.uuid4()))

@@ -84,7 +84,9 @@ def build_router(settings: OrchestratorSettings) -> NatsRouter:
         router.subscriber(
             ep.subject, stream=COMMANDS_JSTREAM, durable=durable_name(ep), pull_sub=PullSub(timeout=1.0),
             config=ConsumerConfig(ack_wait=settings.spotter_ack_wait_s, max_deliver=-1, max_ack_pending=1000),
-            ack_policy=AckPolicy.MANUAL, max_workers=settings.spotter_turn_concurrency, description=ep.description,
+            # A few deliveries beyond the turn slots wait in the handler, heartbeat going (see _handle).
+            ack_policy=AckPolicy.MANUAL, max_workers=settings.spotter_turn_concurrency + settings.spotter_turn_prefetch,
+            description=ep.description,
         )(HANDLERS[ep.subject])
     bus.subscriber(router, CANCEL_TURN)(on_cancel)
     bus.subscriber(router, ADMIT)(on_admit)
@@ -100,8 +102,13 @@ async def _handle(msg: NatsMessage, core: TurnRunner, broker: NatsBroker, run: C
         await park(broker, msg.raw_message, f"gave up after {limit} deliveries")
         await msg.ack_sync()
         return
-    async with _heartbeat(msg, core.settings.spotter_ack_wait_s / 3) as delivery:
+    # The heartbeat starts before the wait for a turn slot: a command waiting here is not
+    # redelivered to another replica.
+    async with _heartbeat(msg, core.settings.spotter_ack_wait_s / 3) as delivery, core.slots:
         await run(delivery)
+    if delivery.deferred:
+        await msg.raw_message.nak(delay=core.settings.spotter_ack_wait_s)
+        return
     # Double ack: the command is gone only once the server confirms it.
     await msg.ack_sync()
 

@@ -25,6 +25,8 @@ class OrchestratorSettings(CommonSettings):
     spotter_tool_timeout_s: float = 30.0
     spotter_provider_retries: int = 2
     spotter_turn_concurrency: int = 32
+    # Commands a replica takes beyond its turn slots (per command subject), waiting with heartbeats.
+    spotter_turn_prefetch: int = 4
     # A crashed replica's command is redelivered after this; live work sends in-progress acks.
     spotter_ack_wait_s: float = 10.0
     spotter_turn_lock_ttl_s: float = 45.0

@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -26,7 +27,7 @@ from spotter_shared.contracts.events import ConversationStarted, Done, ErrorEven
 from spotter_shared.contracts.tools import CallState, CloseCalls, ResolveCall, ToolName, ToolOutcome, ToolSpec, UndoRequest
 from spotter_shared.errors import ErrorCode, RemoteError, SpotterError
 from spotter_shared.observability import Endpoint, ReplayViolation, TurnCompleted, TurnFailed, TurnStarted
-from spotter_shared.turnlock import TurnLock
+from spotter_shared.turnlock import Run, TurnLock
 
 from .admission import Refused, Resolution, Verdict, admitted, command_turn_id, judge, resolution_of
 from .calls import History, ToolCall, tool_calls
@@ -45,12 +46,14 @@ Keepalive = Callable[[], Awaitable[None]]
 ABORTED_MESSAGE = "Stopped by the user."
 
 
-@dataclass(frozen=True)
+@dataclass
 class Delivery:
-    """What the core needs to know about the JetStream delivery, without knowing NATS."""
+    """What the core needs to know about the JetStream delivery, without knowing NATS; `deferred`
+    is set when this copy of the command must be left unacknowledged (its turn runs elsewhere)."""
 
     attempt: int
     keepalive: Keepalive
+    deferred: bool = False
 
 
 @dataclass(frozen=True)
@@ -98,6 +101,9 @@ class TurnRunner:
         self._loop = ModelLoop(store, peers, model)
         self._summaries = Summaries(settings, store, peers, model)
         self._running: dict[str, asyncio.Task[Outcome]] = {}
+        # Turns run at once by this replica, whatever their command; deliveries beyond it wait here
+        # with their in-progress heartbeat going, so JetStream does not hand them to another replica.
+        self.slots = asyncio.Semaphore(settings.spotter_turn_concurrency)
 
     @property
     def settings(self) -> OrchestratorSettings:
@@ -147,22 +153,30 @@ class TurnRunner:
         if turn.status != "running":
             log.info("turn %s already %s; duplicate command ignored", turn.id, turn.status)
             return None
-        if not await self._lock.claim(meta.conversation_id, meta.turn_id):
-            # Only possible when our lease expired and another turn started: never interleave.
-            log.warning("conversation %s is held by another turn; dropping %s", meta.conversation_id, meta.turn_id)
-            await self._store.finish_turn(meta.turn_id, "aborted", ErrorCode.CONVERSATION_BUSY)
-            return None
+        runner = uuid.uuid4().hex[:12]
+        match await self._lock.run(meta.conversation_id, meta.turn_id, runner):
+            case Run.RUNNING_ELSEWHERE:
+                # A second copy of a turn that a live runner renews: two runners would both write.
+                # Left unacknowledged, it comes back only if that runner dies before finishing.
+                log.info("turn %s is running on another replica; delivery %d stays out", meta.turn_id, delivery.attempt)
+                delivery.deferred = True
+                return None
+            case Run.OTHER_TURN:
+                # Only possible when our lease expired and another turn started: never interleave.
+                log.warning("conversation %s is held by another turn; dropping %s", meta.conversation_id, meta.turn_id)
+                await self._store.finish_turn(meta.turn_id, "aborted", ErrorCode.CONVERSATION_BUSY)
+                return None
         if delivery.attempt > 1:
             metrics.REDELIVERIES.labels(meta.endpoint or "other").inc()
         emitter = Emitter(self._store, self._events, meta.conversation_id, meta.turn_id)
-        renew = asyncio.create_task(self._keep_lease(meta))
+        renew = asyncio.create_task(self._keep_lease(meta, runner))
 
         async def let_go() -> None:
             # Stop renewing before releasing, or a renewal in flight could take the lease back.
             renew.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await renew
-            await self._lock.release(meta.conversation_id, meta.turn_id)
+            await self._lock.release(meta.conversation_id, meta.turn_id, runner)
 
         try:
             outcome = await self._outcome(meta, turn, delivery, emitter, body)
@@ -198,11 +212,15 @@ class TurnRunner:
                                              [{"type": "text", "text": partial}], stop_reason="aborted")
         return Failed(ErrorCode.ABORTED, ABORTED_MESSAGE)
 
-    async def _keep_lease(self, meta: TurnMeta) -> None:
+    async def _keep_lease(self, meta: TurnMeta, runner: str) -> None:
         while True:
             await asyncio.sleep(self._settings.spotter_turn_lock_ttl_s / 3)
-            with contextlib.suppress(Exception):
-                await self._lock.claim(meta.conversation_id, meta.turn_id)
+            try:
+                if await self._lock.run(meta.conversation_id, meta.turn_id, runner) is not Run.OURS:
+                    # Paused past the lease (a frozen VM, a partition): someone else has it now.
+                    log.error("turn %s lost its lease on conversation %s", meta.turn_id, meta.conversation_id)
+            except Exception as exc:  # noqa: BLE001 (Redis away for a moment: the next renewal may do)
+                log.warning("turn %s could not renew its lease: %s", meta.turn_id, exc)
 
     async def _finish(self, meta: TurnMeta, emitter: Emitter, outcome: Outcome, let_go: Callable[[], Awaitable[None]]) -> None:
         usage = (await self._store.turn(meta.turn_id)).usage
