@@ -15,6 +15,7 @@ from opentelemetry.instrumentation.redis import RedisInstrumentor
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter, SpanExporter
+from opentelemetry.sdk.trace.sampling import ALWAYS_OFF
 from opentelemetry.trace import format_trace_id
 
 from .settings import CommonSettings
@@ -54,8 +55,12 @@ def setup(service: str, settings: CommonSettings) -> None:
     logging.getLogger("httpx").setLevel(logging.WARNING)
     # The sampler (OTEL_TRACES_SAMPLER), batching (OTEL_BSP_*) and extra resource attributes
     # (OTEL_RESOURCE_ATTRIBUTES) are read by the SDK itself; the exporters are chosen here.
-    provider = TracerProvider(resource=Resource.create({"service.name": f"spotter-{service}"}))
-    for exporter in span_exporters(os.environ):
+    exporters = span_exporters(os.environ)
+    # Nothing to export to: spans are not recorded (about 20 µs saved on each of a turn's ~100),
+    # but trace context is still made and propagated, so trace ids in logs and errors stay real.
+    sampler = ALWAYS_OFF if not exporters and "OTEL_TRACES_SAMPLER" not in os.environ else None
+    provider = TracerProvider(resource=Resource.create({"service.name": f"spotter-{service}"}), sampler=sampler)
+    for exporter in exporters:
         provider.add_span_processor(BatchSpanProcessor(exporter))
     trace.set_tracer_provider(provider)
     # Every Postgres query (statement text, never its parameters) and Redis command (name only,
