@@ -101,3 +101,9 @@ def test_the_span_exporters_are_the_ones_the_standard_variables_name(env: dict[s
 def test_an_exporter_we_do_not_ship_stops_the_service_with_a_clear_error(env: dict[str, str]) -> None:
     with pytest.raises(ValueError, match="OTEL_"):
         telemetry.span_exporters(env)
+
+
+def test_the_standard_variable_switches_an_instrumentation_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OTEL_PYTHON_DISABLED_INSTRUMENTATIONS", "redis, fastapi")
+    assert not telemetry.instrumented("redis") and not telemetry.instrumented("fastapi")
+    assert telemetry.instrumented("asyncpg")

@@ -65,8 +65,17 @@ def setup(service: str, settings: CommonSettings) -> None:
     trace.set_tracer_provider(provider)
     # Every Postgres query (statement text, never its parameters) and Redis command (name only,
     # arguments shown as "?") becomes a child span of whatever the service is doing.
-    AsyncPGInstrumentor().instrument()
-    RedisInstrumentor().instrument()
+    if instrumented("asyncpg"):
+        AsyncPGInstrumentor().instrument()
+    if instrumented("redis"):
+        RedisInstrumentor().instrument()
+
+
+def instrumented(library: str) -> bool:
+    """False for a library named in OTEL_PYTHON_DISABLED_INSTRUMENTATIONS (the variable
+    `opentelemetry-instrument` reads: asyncpg, redis, fastapi)."""
+    disabled = os.environ.get("OTEL_PYTHON_DISABLED_INSTRUMENTATIONS", "")
+    return library not in {name.strip() for name in disabled.split(",")}
 
 
 def span_exporters(env: os._Environ[str] | dict[str, str]) -> list[SpanExporter]:

@@ -92,30 +92,29 @@ redis.call('SET', KEYS[4], verdict, 'PX', ARGV[6])
 return verdict
 """
 
-# Settled spend (-1 when the mirror is missing) and live holds, after purging expired holds.
-_SNAPSHOT = """
+def _live_holds(holds: str, deadlines: str) -> str:
+    """Lua: drop the holds past their deadline, then `values` (the live holds) and `held` (their sum)."""
+    return f"""
 local now = tonumber(ARGV[1])
-for _, id in ipairs(redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now)) do
-  redis.call('HDEL', KEYS[2], id)
+for _, id in ipairs(redis.call('ZRANGEBYSCORE', {deadlines}, '-inf', now)) do
+  redis.call('HDEL', {holds}, id)
 end
-redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now)
+redis.call('ZREMRANGEBYSCORE', {deadlines}, '-inf', now)
+local values = redis.call('HVALS', {holds})
 local held = 0
-for _, v in ipairs(redis.call('HVALS', KEYS[2])) do held = held + tonumber(v) end
+for _, v in ipairs(values) do held = held + tonumber(v) end
+"""
+
+
+# Settled spend (-1 when the mirror is missing) and live holds, after purging expired holds.
+_SNAPSHOT = _live_holds("KEYS[2]", "KEYS[3]") + """
 local spent = redis.call('GET', KEYS[1])
 if not spent then return {-1, held} end
 return {tonumber(spent), held}
 """
 
-# One org's live holds, counted and summed after purging the expired ones (the holds gauge).
-_HELD = """
-local now = tonumber(ARGV[1])
-for _, id in ipairs(redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now)) do
-  redis.call('HDEL', KEYS[1], id)
-end
-redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
-local values = redis.call('HVALS', KEYS[1])
-local held = 0
-for _, v in ipairs(values) do held = held + tonumber(v) end
+# One org's live holds, counted and summed (the holds gauge).
+_HELD = _live_holds("KEYS[1]", "KEYS[2]") + """
 return {#values, held}
 """
 

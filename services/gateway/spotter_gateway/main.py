@@ -10,6 +10,7 @@ from fastapi import FastAPI
 from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
 from opentelemetry.trace import Span
 
+from spotter_shared import telemetry
 from spotter_shared.auth import TokenVerifier
 from spotter_shared.service import infra
 from spotter_shared.turnlock import TurnLock
@@ -44,8 +45,9 @@ def create_app(settings: GatewaySettings) -> FastAPI:
     web.install(app, settings)
     # One server span per request, continuing the caller's `traceparent`; the bus carries it on.
     # No span per SSE chunk (send/receive), none for probes and static files.
-    FastAPIInstrumentor.instrument_app(app, server_request_hook=_without_query, exclude_spans=["receive", "send"],
-                                       excluded_urls="/healthz,/readyz,/metrics,/assets/")
+    if telemetry.instrumented("fastapi"):
+        FastAPIInstrumentor.instrument_app(app, server_request_hook=_without_query, exclude_spans=["receive", "send"],
+                                           excluded_urls="/healthz,/readyz,/metrics,/assets/")
     return app
 
 
