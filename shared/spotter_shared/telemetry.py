@@ -64,10 +64,11 @@ def setup(service: str, settings: CommonSettings) -> None:
         provider.add_span_processor(BatchSpanProcessor(exporter))
     trace.set_tracer_provider(provider)
     # Every Postgres query (statement text, never its parameters) and Redis command (name only,
-    # arguments shown as "?") becomes a child span of whatever the service is doing.
-    if instrumented("asyncpg"):
+    # arguments shown as "?") becomes a child span of whatever the service is doing. They are the
+    # most frequent spans (tens per turn), so they are wrapped only when spans go somewhere.
+    if exporters and instrumented("asyncpg"):
         AsyncPGInstrumentor().instrument()
-    if instrumented("redis"):
+    if exporters and instrumented("redis"):
         RedisInstrumentor().instrument()
 
 
