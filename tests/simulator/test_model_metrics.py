@@ -14,6 +14,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from prometheus_client import REGISTRY
 
+from spotter_orchestrator import model
 from spotter_orchestrator.model import ModelClient, ProviderError
 from spotter_orchestrator.settings import OrchestratorSettings
 from spotter_shared import metrics
@@ -80,15 +81,14 @@ def test_a_service_serves_its_metrics_on_the_configured_port() -> None:
     assert 'spotter_turns_total{outcome="completed"}' in body
 
 
-@pytest.fixture(scope="module")
-def spans() -> InMemorySpanExporter:
-    """Every finished span of this process, in memory (the SDK provider, installed once per process)."""
+@pytest.fixture
+def spans(monkeypatch: pytest.MonkeyPatch) -> InMemorySpanExporter:
+    """The model client's spans, in memory: its tracer from a provider of the test's own, whatever
+    another test of this process made the global one."""
     exporter = InMemorySpanExporter()
-    provider = trace.get_tracer_provider()
-    if not isinstance(provider, TracerProvider):
-        provider = TracerProvider()
-        trace.set_tracer_provider(provider)
+    provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
+    monkeypatch.setattr(model, "_tracer", provider.get_tracer(model.__name__))
     return exporter
 
 
