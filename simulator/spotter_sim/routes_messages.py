@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from fastapi import APIRouter, Request
+from starlette.requests import ClientDisconnect
 from fastapi.responses import JSONResponse, Response
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
@@ -61,6 +62,10 @@ async def create_message(request: Request) -> Response:
         body = await _read_json(request)
         entry["body"] = body
         validate_request(body, thinking_secret=state.config.thinking_secret)
+    except ClientDisconnect:
+        # The caller died while sending (a test kills it): no request arrived, none is listed.
+        entry["kind"] = "abandoned"
+        return Response(status_code=499)
     except InvalidRequest as exc:
         entry["verdict"] = {"ok": False, "status": 400, "error_type": exc.error_type, "message": exc.message}
         return error_response(400, exc.error_type, exc.message, request_id)

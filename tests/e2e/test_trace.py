@@ -33,9 +33,10 @@ def _complete(spans: list[Span]) -> bool:
     return ({"tool-runner.execute"} <= names and any(n.startswith("chat ") for n in names)
             and {s.service for s in spans} >= {"spotter-gateway", "spotter-orchestrator", "spotter-tool-runner",
                                                "spotter-billing", "spotter-rag"}
-            # the turn's last model call and the settle after it
-            and sum(n.startswith("chat ") for n in names) >= 1
-            and sum(s.name.startswith("spotter.billing.settle") and s.kind == "consumer" for s in spans) >= 2)
+            # the turn's model calls settled, and the command's consumer span, which ends last (after the title)
+            and sum(s.name.startswith("spotter.billing.settle") and s.kind == "consumer" for s in spans) >= 2
+            and any(s.kind == "consumer" and "spotter.cmd.turn.send" in s.name and s.service == "spotter-orchestrator"
+                    for s in spans))
 
 
 async def test_one_turn_is_one_trace_from_the_http_request_to_postgres_redis_and_the_model(
@@ -49,7 +50,7 @@ async def test_one_turn_is_one_trace_from_the_http_request_to_postgres_redis_and
                        json={"conversationId": None, "message": MESSAGE}, headers=headers)
     assert stream.status == 200 and stream.types()[-1] == "done"
 
-    spans = platform.traces.wait_for(trace_id, _complete)
+    spans = platform.traces.wait_for(trace_id, _complete, timeout=30)
     print(f"\ntrace {trace_id}: {len(spans)} spans\n{render(spans)}")
     assert _complete(spans), {s.service for s in spans}
     by_id = {s.span_id: s for s in spans}
