@@ -29,6 +29,9 @@ TABLES: Final[tuple[Table, ...]] = (
     Table("ai_messages", "orchestrator", "The model-facing history, replayed into each prompt."),
     Table("ai_turns", "orchestrator", "One user message or resume command and how it ended."),
     Table("ai_conversation_events", "orchestrator", "The SSE event log the gateway replays and streams."),
+    # Seed 004's execution record: a session of agent or human work and its append-only events.
+    Table("sessions", "orchestrator", "A session: its type, its status on the status machine, who and what."),
+    Table("session_events", "orchestrator", "A session's append-only event log, numbered per session."),
     # Tool calls and the studio data they change.
     Table("ai_tool_executions", "tool-runner", "One tool call: claimed once, held for approval, result kept."),
     Table("audit_logs", "tool-runner", "Who changed what, written with each write tool's change."),
