@@ -150,3 +150,50 @@ async def _wait_for(pool: asyncpg.Pool, sql: str, *args: object) -> object:
             return value
         await asyncio.sleep(0.01)
     raise AssertionError("condition never met")
+
+
+async def test_kill_while_the_title_is_made_leaves_no_hold_and_the_title_still_comes(
+    http: httpx.AsyncClient, pool: asyncpg.Pool, sim: Sim, platform: Platform,
+) -> None:
+    """The title is made after `done`, before the command is acknowledged: a replica killed during
+    that call gets its command back with the turn already finished. The repeat makes the title
+    under the same reservation id, so the dead call's hold is taken over and settled, not left
+    for its ten-minute TTL."""
+    studio = await make_studio(pool, tier="pro")
+    marker = f"title crash {uuid.uuid4().hex[:8]}"
+    await sim.script(marker, {"text": "Hello there.", "tool_uses": []})
+    orchestrator = platform.procs["spotter-orchestrator"]
+
+    async def title_requests() -> list[dict[str, Any]]:
+        listed = (await sim.client.get("/_sim/requests", params={"kind": "all"})).json()["requests"]
+        return [r for r in listed if r["kind"] == "title" and mentions(r, marker)]
+
+    try:
+        stream = await send(http, studio.org.id, studio.owner.user_id, f"{marker} please")
+        assert stream.types()[-1] == "done"
+        # `done` is out; slow the title call down before it is made, then kill during it.
+        await sim.latency(ttft_ms=3000, tokens_per_second=5)
+        for _ in range(300):
+            if await title_requests():
+                break
+            await asyncio.sleep(0.02)
+        orchestrator.kill()
+        await sim.latency(ttft_ms=0, tokens_per_second=0)
+        orchestrator.start()
+    finally:
+        await sim.latency(ttft_ms=0, tokens_per_second=0)
+        if not orchestrator.is_running():
+            orchestrator.start()
+    cid = uuid.UUID(stream.conversation_id)
+
+    async def state() -> tuple[int, str]:
+        usage = (await http.get(f"/organizations/{studio.org.id}/agent/usage", headers=auth(studio.owner.user_id))).json()
+        return usage["reservedUsdMicros"], await pool.fetchval("SELECT title FROM ai_conversations WHERE id = $1", cid)
+
+    for _ in range(600):
+        held, title = await state()
+        if held == 0 and title != f"{marker} please":
+            break
+        await asyncio.sleep(0.05)
+    assert len(await title_requests()) >= 1
+    assert (held, title != f"{marker} please") == (0, True), (held, title)

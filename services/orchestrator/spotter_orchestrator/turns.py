@@ -37,7 +37,7 @@ from .model import ModelClient
 from .peers import Peers
 from .prompt import TURN_CONTEXT_KEY, Layout, system_blocks, tool_params, turn_context
 from .settings import OrchestratorSettings
-from .store import OrgContext, StoredMessage, Store, TurnRecord
+from .store import OrgContext, StoredMessage, Store, TurnRecord, fallback_title
 from .summaries import Summaries
 
 log = logging.getLogger(__name__)
@@ -113,7 +113,11 @@ class TurnRunner:
     async def send(self, cmd: SendMessage, delivery: Delivery) -> None:
         turn = await self._store.begin_turn(cmd, self._settings.spotter_model)
         outcome = await self._turn(_meta(cmd), turn, delivery, lambda emitter, t: self._run_send(cmd, t, emitter, delivery))
-        if cmd.is_new and isinstance(outcome, Finished):
+        # The title also when a replica died making it: the command comes back after the turn
+        # finished, and the repeated call takes over the dead one's budget hold (`<turn>:title`).
+        untitled = (turn.status == "completed" and not delivery.deferred
+                    and (await self._store.conversation(cmd.conversation_id)).title == fallback_title(cmd.message))
+        if cmd.is_new and (isinstance(outcome, Finished) or untitled):
             # After `done` is out (the client never waits for it): best effort, its own budget.
             try:
                 await self._summaries.title(cmd)
