@@ -169,14 +169,16 @@ async def test_kill_while_the_title_is_made_leaves_no_hold_and_the_title_still_c
         return [r for r in listed if r["kind"] == "title" and mentions(r, marker)]
 
     try:
+        # Every call slow (the title call is made right after `done`, too soon to slow it then).
+        await sim.latency(ttft_ms=1500, tokens_per_second=5)
         stream = await send(http, studio.org.id, studio.owner.user_id, f"{marker} please")
         assert stream.types()[-1] == "done"
-        # `done` is out; slow the title call down before it is made, then kill during it.
-        await sim.latency(ttft_ms=3000, tokens_per_second=5)
-        for _ in range(300):
-            if await title_requests():
+        for _ in range(500):
+            if [r for r in await title_requests() if not r["delivered"]]:
                 break
             await asyncio.sleep(0.02)
+        else:
+            raise AssertionError("no title call in flight")
         orchestrator.kill()
         await sim.latency(ttft_ms=0, tokens_per_second=0)
         orchestrator.start()
