@@ -88,9 +88,16 @@ async def test_random_replica_kills_during_200_writing_turns_lose_nothing_and_co
         async def usage() -> dict[str, Any]:
             return (await http.get(f"/organizations/{studio.org.id}/agent/usage", headers=auth(studio.owner.user_id))).json()
 
-        for _ in range(300):
+        async def settled_spend() -> int:
+            return await pool.fetchval("SELECT coalesce(sum(cost_usd_micros), 0)::bigint FROM ai_usage_daily WHERE organization_id = $1", org)
+
+        # Quiet means no hold and the snapshot agreeing with the ledger twice in a row (a command
+        # redelivered after its turn finished may still be making the title a dead replica left).
+        quiet = 0
+        for _ in range(600):
             snapshot = await usage()
-            if snapshot["reservedUsdMicros"] == 0:
+            quiet = quiet + 1 if snapshot["reservedUsdMicros"] == 0 and snapshot["spentUsdMicros"] == await settled_spend() else 0
+            if quiet == 2:
                 break
             await asyncio.sleep(0.1)
     assert snapshot["reservedUsdMicros"] == 0, snapshot
@@ -101,7 +108,7 @@ async def test_random_replica_kills_during_200_writing_turns_lose_nothing_and_co
     cost = {r["request_id"]: rates.price(r["body"]["model"], provider_usage(r["response"]["usage"]), today) for r in calls}
     served = sum(cost.values())
     delivered = sum(cost[r["request_id"]] for r in calls if r["delivered"])
-    spent = await pool.fetchval("SELECT coalesce(sum(cost_usd_micros), 0)::bigint FROM ai_usage_daily WHERE organization_id = $1", org)
+    spent = await settled_spend()
     print(f"\n{TURNS} turns, {kills} kills, {redelivered} turns redelivered; {len(calls)} model calls served, "
           f"{sum(not r['delivered'] for r in calls)} cut off by a kill; served ${served / 1e6:.4f}, "
           f"delivered ${delivered / 1e6:.4f}, spent ${spent / 1e6:.4f} (spent/delivered {spent / delivered:.4f})")
