@@ -53,3 +53,17 @@ async def make_demo_year_studio(pool: asyncpg.Pool, zone: str) -> tuple[Studio, 
     async with pool.acquire() as conn:
         await seed_demo_year(conn, studio.org.id, today)
     return studio, tz, today
+
+
+async def make_task(pool: asyncpg.Pool, organization_id: str, title: str, *, status: str = "open") -> str:
+    """A studio task (the tool-runner's table, written directly as the studio app would)."""
+    return str(await pool.fetchval(
+        "INSERT INTO tasks (organization_id, title, status) VALUES ($1, $2, $3::task_status) RETURNING id",
+        uuid.UUID(organization_id), title, status,
+    ))
+
+
+def actor_of(studio: Studio, person: Person) -> "Actor":
+    from spotter_shared.contracts.commands import Actor
+
+    return Actor(user_id=person.user_id, organization_id=studio.org.id, membership_id=person.membership_id, role=person.role)

@@ -27,6 +27,8 @@ class ErrorCode(StrEnum):
     INVALID_REQUEST = "invalid_request"
     UNAUTHORIZED = "unauthorized"
     UNDO_UNAVAILABLE = "undo_unavailable"
+    # Seed 004: a human session's events are only taken while it runs.
+    SESSION_NOT_RUNNING = "session_not_running"
 
 
 HTTP_STATUS: dict[ErrorCode, int] = {
@@ -37,6 +39,7 @@ HTTP_STATUS: dict[ErrorCode, int] = {
     ErrorCode.TOOL_EXECUTION_NOT_FOUND: 404,
     ErrorCode.CONVERSATION_BUSY: 409,
     ErrorCode.TOOL_ALREADY_RESOLVED: 409,
+    ErrorCode.SESSION_NOT_RUNNING: 409,
     ErrorCode.INVALID_PICK: 422,
     ErrorCode.UNDO_UNAVAILABLE: 422,
     ErrorCode.AGENT_BUDGET_EXCEEDED: 429,

@@ -10,7 +10,8 @@ import itertools
 import asyncpg
 import pytest
 
-from spotter_orchestrator.sessions import (
+from spotter_orchestrator.sessions import Sessions
+from spotter_shared.sessions import (
     ACTIVE_STATUSES,
     FAILING_STATUSES,
     LIVE_STATUSES,
@@ -18,7 +19,6 @@ from spotter_orchestrator.sessions import (
     TRANSITIONS,
     IllegalTransition,
     NewEvent,
-    Sessions,
     check_transition,
 )
 from spotter_shared.errors import SpotterError

@@ -25,6 +25,7 @@ from spotter_shared.turnlock import TurnLock
 
 from . import conversations, edges, search
 from .deps import Member, Pool, parse_uuid
+from .edges import UNREACHABLE
 from .ratelimit import LimitedStaff
 from .errors import trace_id
 from .streams import EventFeed, LoggedEvent, StreamIdle
@@ -33,7 +34,6 @@ log = logging.getLogger(__name__)
 
 router = APIRouter(prefix="/organizations/{orgId}/agent")
 
-UNREACHABLE = "The assistant is not reachable right now; try again."
 
 # Idempotency-Key → deterministic turn/conversation ids, so a retried POST re-attaches.
 _IDEMPOTENCY_NS = uuid.UUID("8d6f6c1e-5a0e-4c53-9d0c-7b1f3f2b8e11")
@@ -284,22 +284,11 @@ async def organize_conversation(request: Request, body: OrganizeBody, actor: Mem
     row = await conversations.owned_conversation(db, actor, parse_uuid(conversation_id, "conversationId"))
     ask = OrganizeConversation(conversation_id=str(row["id"]), actor=actor, pinned=body.pinned,
                                archived=body.archived, trace_id=trace_id(request))
-    try:
-        await edges.organize(ask, timeout=5.0, trace_id=ask.trace_id)
-    except RemoteError as exc:
-        raise exc.as_spotter() from exc
-    except (TimeoutError, NoRespondersError) as exc:
-        raise SpotterError(ErrorCode.INTERNAL, UNREACHABLE, status=503) from exc
+    await edges.ask(edges.organize, ask, trace_id=ask.trace_id)
     return conversations.summary(await conversations.owned_conversation(db, actor, row["id"]))
 
 
 @router.get("/usage")
 async def usage(request: Request, actor: Member) -> dict[str, Any]:
-    try:
-        snapshot = await edges.usage(UsageQuery(organization_id=actor.organization_id), timeout=5.0,
-                                     trace_id=trace_id(request))
-    except RemoteError as exc:
-        raise exc.as_spotter() from exc
-    except (TimeoutError, NoRespondersError) as exc:
-        raise SpotterError(ErrorCode.INTERNAL, UNREACHABLE, status=503) from exc
+    snapshot = await edges.ask(edges.usage, UsageQuery(organization_id=actor.organization_id), trace_id=trace_id(request))
     return snapshot.model_dump(mode="json")

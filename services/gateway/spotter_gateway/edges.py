@@ -1,12 +1,13 @@
 """The gateway's edges on the bus, declared at module level so the AsyncAPI document lists them:
 the turn commands it publishes, the questions it asks (admission, pin/archive, usage, a search
-query's embedding) and the live conversation events it consumes."""
+query's embedding, the human activity bridge) and the live conversation events it consumes."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, TypeVar
 
 from faststream.nats import NatsBroker, NatsRouter
+from nats.errors import NoRespondersError
 
 from spotter_shared import bus
 from spotter_shared.service import FromContext, service_broker
@@ -16,7 +17,10 @@ from spotter_shared.contracts.commands import (
     ADMIT, CANCEL_SUSPENDED, CONFIRM_TOOL, ORGANIZE_CONVERSATION, PICK_TOOL, SEND_MESSAGE, UNDO,
 )
 from spotter_shared.contracts.events import CONVERSATION_EVENTS, ConversationEvent
+from spotter_shared.contracts.base import Contract
 from spotter_shared.contracts.rag import EMBED
+from spotter_shared.contracts.sessions import RECORD_HUMAN_EVENTS, START_HUMAN_SESSION, STOP_HUMAN_SESSION
+from spotter_shared.errors import ErrorCode, RemoteError, SpotterError
 
 from .streams import LiveEvents
 
@@ -32,6 +36,25 @@ admit = bus.requester(router, ADMIT)
 organize = bus.requester(router, ORGANIZE_CONVERSATION)
 usage = bus.requester(router, USAGE)
 embed = bus.requester(router, EMBED)
+start_human_session = bus.requester(router, START_HUMAN_SESSION)
+stop_human_session = bus.requester(router, STOP_HUMAN_SESSION)
+record_human_events = bus.requester(router, RECORD_HUMAN_EVENTS)
+
+UNREACHABLE = "The assistant is not reachable right now; try again."
+
+P = TypeVar("P", bound=Contract)
+R = TypeVar("R", bound=Contract)
+
+
+async def ask(requester: bus.Requester[P, R], payload: P, *, trace_id: str, timeout: float = 5.0) -> R:
+    """A question to the service that owns the answer, as HTTP sees it: its typed refusal keeps its
+    stable code; no answer in time is a 503."""
+    try:
+        return await requester(payload, timeout=timeout, trace_id=trace_id)
+    except RemoteError as exc:
+        raise exc.as_spotter() from exc
+    except (TimeoutError, NoRespondersError) as exc:
+        raise SpotterError(ErrorCode.INTERNAL, UNREACHABLE, status=503) from exc
 
 
 # No queue group: every replica hears every conversation and hands each event to the streams it

@@ -1,5 +1,5 @@
 """What the orchestrator consumes, at module level: the five durable turn commands, the cancel
-broadcast, the admission request and pin/archive (what it sends is declared in edges.py). Each handler
+broadcast, the admission request, pin/archive and the human activity bridge (what it sends is declared in edges.py). Each handler
 validates (its parameter is the contract), calls the core and acknowledges; the core knows
 nothing of NATS."""
 
@@ -23,13 +23,20 @@ from spotter_shared.contracts.commands import (
     SEND_MESSAGE, UNDO, Admission, AdmitCommand, CancelSuspended, CancelTurn, ConfirmTool, ConversationFlags,
     OrganizeConversation, PickTool, SendMessage, UndoTool,
 )
+from spotter_shared.contracts.sessions import (
+    RECORD_HUMAN_EVENTS, START_HUMAN_SESSION, STOP_HUMAN_SESSION, HumanSessionChanged, RecordedHumanEvents,
+    RecordHumanEvents, StartHumanSession, StopHumanSession,
+)
 from spotter_shared.service import CORE, FromContext
 
+from .human import HumanBridge
 from .settings import OrchestratorSettings
 from .turns import Delivery, TurnRunner
 
 Core = Annotated[TurnRunner, FromContext(CORE)]
 Broker = Annotated[NatsBroker, FromContext("broker")]
+HUMAN = "human_bridge"
+Bridge = Annotated[HumanBridge, FromContext(HUMAN)]
 
 COMMAND_ENDPOINTS: tuple[Endpoint[Any, Any], ...] = (SEND_MESSAGE, CONFIRM_TOOL, PICK_TOOL, UNDO, CANCEL_SUSPENDED)
 
@@ -71,6 +78,18 @@ async def on_organize(body: OrganizeConversation, core: Core) -> ConversationFla
     return await core.organize(body)
 
 
+async def on_human_start(body: StartHumanSession, bridge: Bridge) -> HumanSessionChanged:
+    return await bridge.start(body)
+
+
+async def on_human_stop(body: StopHumanSession, bridge: Bridge) -> HumanSessionChanged:
+    return await bridge.stop(body)
+
+
+async def on_human_record(body: RecordHumanEvents, bridge: Bridge) -> RecordedHumanEvents:
+    return await bridge.record(body)
+
+
 HANDLERS: dict[str, Callable[..., Awaitable[None]]] = {
     SEND_MESSAGE.subject: on_send, CONFIRM_TOOL.subject: on_confirm, PICK_TOOL.subject: on_pick,
     UNDO.subject: on_undo, CANCEL_SUSPENDED.subject: on_cancel_suspended,
@@ -91,6 +110,9 @@ def build_router(settings: OrchestratorSettings) -> NatsRouter:
     bus.subscriber(router, CANCEL_TURN)(on_cancel)
     bus.subscriber(router, ADMIT)(on_admit)
     bus.subscriber(router, ORGANIZE_CONVERSATION)(on_organize)
+    bus.subscriber(router, START_HUMAN_SESSION)(on_human_start)
+    bus.subscriber(router, STOP_HUMAN_SESSION)(on_human_stop)
+    bus.subscriber(router, RECORD_HUMAN_EVENTS)(on_human_record)
     return router
 
 

@@ -24,7 +24,7 @@ from .calls import History, ToolCall, tool_calls
 from .emitter import Emitter
 from .model import ModelClient, ModelReply, ProviderError
 from .peers import Peers
-from .prompt import merge_consecutive, repair_replay, validate_replay, with_cached_tail
+from .prompt import merge_consecutive, repair_replay, validate_replay, with_cached_tail, with_recent_activity
 from .store import Store
 
 log = logging.getLogger(__name__)
@@ -79,6 +79,9 @@ class LoopContext:
     tools: list[ToolParam]
     specs: dict[str, ToolSpec]
     emitter: Emitter
+    # The caller's <recent-activity> block (seed 004), rendered when the turn starts; None when they
+    # are not working on a task.
+    activity: str | None = None
     rounds: int = 0
     already_announced: set[str] = field(default_factory=set)  # tool ids whose tool_started was logged
     already_completed: set[str] = field(default_factory=set)
@@ -112,7 +115,7 @@ class ModelLoop:
             "max_tokens": ctx.max_tokens,
             "system": ctx.system,
             "tools": ctx.tools,
-            "messages": with_cached_tail(messages),
+            "messages": with_recent_activity(with_cached_tail(messages), ctx.activity),
         }
         # ctx.rounds starts at the turn's recorded model calls, so a redelivered attempt repeats the
         # id of the call its dead predecessor had in flight and takes over that call's hold.

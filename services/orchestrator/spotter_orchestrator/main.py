@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from faststream import FastStream
 
 from spotter_shared.bus import consumer_lag, prune_consumers
@@ -10,7 +12,8 @@ from spotter_shared.service import Infra, run_app, service_app, service_broker
 from spotter_shared.turnlock import TurnLock
 
 from . import edges
-from .handlers import COMMAND_ENDPOINTS, build_router, durable_name
+from .handlers import COMMAND_ENDPOINTS, HUMAN, build_router, durable_name
+from .human import HumanBridge, IdleSweep
 from .model import ModelClient
 from .peers import Peers
 from .settings import OrchestratorSettings
@@ -21,6 +24,7 @@ from .turns import TurnRunner
 def create_app(settings: OrchestratorSettings) -> FastStream:
     broker = service_broker("orchestrator", settings, build_router(settings), edges.router)
     model = ModelClient(settings)
+    sweeps: list[IdleSweep] = []
 
     async def make_core(infra: Infra) -> TurnRunner:
         durables = [durable_name(ep) for ep in COMMAND_ENDPOINTS]
@@ -28,9 +32,19 @@ def create_app(settings: OrchestratorSettings) -> FastStream:
         infra.gauges.add(consumer_lag(broker, COMMANDS_STREAM, durables))
         peers = Peers(rag_budget_s=settings.spotter_rag_budget_ms / 1000, tool_timeout_s=settings.spotter_tool_timeout_s)
         lock = TurnLock(infra.redis, settings.spotter_turn_lock_ttl_s)
+        broker.context.set_global(HUMAN, HumanBridge(infra.pool))
+        sweep = IdleSweep(infra.pool, idle_for=timedelta(seconds=settings.spotter_human_session_idle_s),
+                          every_s=settings.spotter_human_session_sweep_s)
+        sweep.start()
+        sweeps.append(sweep)
         return TurnRunner(settings, Store(infra.pool), peers, model, lock, events=edges.conversation_events, cancels=edges.cancel_broadcast)
 
-    return service_app("orchestrator", settings, broker, make_core, on_stop=model.close)
+    async def stop() -> None:
+        for sweep in sweeps:
+            await sweep.stop()
+        await model.close()
+
+    return service_app("orchestrator", settings, broker, make_core, on_stop=stop)
 
 
 def run() -> None:

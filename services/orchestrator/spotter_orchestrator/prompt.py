@@ -7,6 +7,7 @@ Breakpoints, in prompt order tools → system → messages:
   3. org context            ttl 1h
   4. tail of the last message, 5m    (added per request by with_cached_tail)
 Four in all (the API's maximum), and no 1-hour entry after a 5-minute one, which the API rejects.
+After the last one, uncached: the caller's `<recent-activity>` (seed 004), fresh for each turn.
 
 What changes per turn (caller, locale, time, page, ambient hits) is rendered once, when the user's
 message is stored, as a `<turn_context>` text block stored with that message, and replayed
@@ -151,6 +152,18 @@ def with_cached_tail(messages: History) -> History:
             block.pop("cache_control", None)
     if out and out[-1]["content"]:
         out[-1]["content"][-1]["cache_control"] = CACHE_5M
+    return out
+
+
+def with_recent_activity(messages: History, block: str | None) -> History:
+    """The caller's recent activity (seed 004) after the request's last cache breakpoint: a text block
+    after the marked tail of the last message, which is the user's side whenever the model is called
+    (their words, or the tool results it waits for). It is never stored in the history, so the next
+    call's prefix is this call's prefix without it, and the cache still finds it."""
+    if not block or not messages:
+        return messages
+    out = list(messages)
+    out[-1] = {"role": out[-1]["role"], "content": [*out[-1]["content"], {"type": "text", "text": block}]}
     return out
 
 

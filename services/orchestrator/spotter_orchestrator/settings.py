@@ -32,6 +32,10 @@ class OrchestratorSettings(CommonSettings):
     spotter_turn_lock_ttl_s: float = 45.0
     # A command delivered this many times without finishing is ended with `internal` (poison guard).
     spotter_max_deliveries: int = 5
+    # Seed 004: a running human session with nothing recorded for this long is abandoned (the tab
+    # was closed); the sweep looks every spotter_human_session_sweep_s.
+    spotter_human_session_idle_s: float = 12 * 3600
+    spotter_human_session_sweep_s: float = 300
 
     @property
     def model_configured(self) -> bool:

@@ -20,7 +20,7 @@ from typing import Any
 
 from spotter_shared import bus, metrics, telemetry
 from spotter_shared.contracts.commands import (
-    Admission, AdmitCommand, CancelSuspended, CancelTurn, ConfirmTool, ConversationFlags, OrganizeConversation,
+    Actor, Admission, AdmitCommand, CancelSuspended, CancelTurn, ConfirmTool, ConversationFlags, OrganizeConversation,
     PickTool, SendMessage, TurnCommand, UndoTool,
 )
 from spotter_shared.contracts.events import ConversationStarted, Done, ErrorEvent, TurnUsage
@@ -29,6 +29,7 @@ from spotter_shared.errors import ErrorCode, RemoteError, SpotterError
 from spotter_shared.observability import Endpoint, ReplayViolation, TurnCompleted, TurnFailed, TurnStarted
 from spotter_shared.turnlock import Run, TurnLock
 
+from .activity import recent_activity
 from .admission import Refused, Resolution, Verdict, admitted, command_turn_id, judge, resolution_of
 from .calls import History, ToolCall, tool_calls
 from .emitter import Emitter
@@ -459,17 +460,28 @@ class TurnRunner:
         org = org or await self._store.org_context(cmd.actor.organization_id, cmd.actor.user_id)
         specs = await self._peers.tools(cmd.actor.role, cmd.trace_id)
         seed = latest_turn_context(stored) if self._settings.spotter_prompt_layout == "seed" else None
+        activity = await self._recent_activity(cmd.actor, org)
         return LoopContext(
             conversation_id=cmd.conversation_id, turn_id=cmd.turn_id, trace_id=cmd.trace_id, actor=cmd.actor,
             model=self._settings.spotter_model, max_tokens=self._settings.spotter_max_tokens,
             max_rounds=self._settings.spotter_max_turns,
             system=system_blocks(org, seed),
             tools=tool_params(specs), specs={s.name: s for s in specs}, emitter=emitter,
-            rounds=turn.model_calls,
+            activity=activity, rounds=turn.model_calls,
             already_announced={e["toolUseId"] for e in logged if e["type"] == "tool_started"},
             already_completed={e["toolUseId"] for e in logged if e["type"] == "tool_completed"},
             already_pending={e["toolUseId"] for e in logged if e["type"] in ("confirmation_pending", "disambiguation_pending")},
         )
+
+
+    async def _recent_activity(self, actor: Actor, org: OrgContext) -> str | None:
+        """Context, not a precondition: a turn goes on without it if it cannot be read."""
+        try:
+            return await recent_activity(self._store.pool, actor.organization_id, actor.user_id, org.timezone,
+                                         datetime.now(UTC))
+        except Exception:  # noqa: BLE001
+            log.exception("recent activity for the turn could not be read; going on without it")
+            return None
 
 
 _ENDPOINTS: dict[type, Endpoint] = {SendMessage: "messages", ConfirmTool: "confirm", PickTool: "pick", UndoTool: "undo",
