@@ -4,11 +4,19 @@ real NATS, Postgres and Redis, shared by the end-to-end tests (HTTP+SSE) and the
 
 from __future__ import annotations
 
+import asyncio
 import os
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+import nats
 import pytest
+
+from spotter_shared.contracts.billing import USAGE
+from spotter_shared.contracts.commands import ORGANIZE_CONVERSATION
+from spotter_shared.contracts.rag import EMBED
+from spotter_shared.contracts.tools import TOOL_CATALOG
 
 from spotter_cli.devstack import StackUrls, find_free_port
 from spotter_cli.supervisor import SERVICES, SIMULATOR, ServiceProcess, start_services, stop_services, wait_http_ok
@@ -65,8 +73,29 @@ def platform(stack: StackUrls, db_url: str, tmp_path_factory: pytest.TempPathFac
     try:
         wait_http_ok(f"http://127.0.0.1:{sim_port}/_sim/health", timeout=60, watch=procs.values())
         wait_http_ok(f"http://127.0.0.1:{http_port}/readyz", timeout=60, watch=procs.values())
+        asyncio.run(_wait_for_responders(stack.nats_url, timeout=60))
         yield Platform(base_url=f"http://127.0.0.1:{http_port}", sim_url=f"http://127.0.0.1:{sim_port}", env=env, procs=procs,
                        traces=traces)
     finally:
         stop_services(procs)
         receiver.shutdown()
+
+
+async def _wait_for_responders(nats_url: str, *, timeout: float) -> None:
+    """The gateway is ready before the services behind it have subscribed: wait until each answers a
+    request (a malformed one is answered with a typed error, which is enough), so the first test of
+    a session does not meet `no responders`."""
+    nc = await nats.connect(nats_url)
+    deadline = time.monotonic() + timeout
+    try:
+        for ep in (ORGANIZE_CONVERSATION, TOOL_CATALOG, USAGE, EMBED):
+            while True:
+                try:
+                    await nc.request(ep.subject, b"{}", timeout=2)
+                    break
+                except (nats.errors.NoRespondersError, nats.errors.TimeoutError):
+                    if time.monotonic() > deadline:
+                        raise AssertionError(f"nobody answers {ep.subject}") from None
+                    await asyncio.sleep(0.1)
+    finally:
+        await nc.close()
