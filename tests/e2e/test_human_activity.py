@@ -182,3 +182,27 @@ async def test_a_suspended_operator_turn_reads_as_waiting_human(http: httpx.Asyn
     waiting = [e for e in body["events"] if e["eventType"] == "session.status_change"]
     assert waiting and waiting[0]["metadata"]["to"] == "waiting_human" and waiting[0]["metadata"]["reason"] == "confirmation"
     assert [e["eventType"] for e in body["events"]][:2] == ["user.message", "session.created"]
+
+
+async def test_a_task_created_from_the_app_is_audited_as_the_persons_and_can_be_worked_on(
+        http: httpx.AsyncClient, pool: asyncpg.Pool) -> None:
+    studio = await make_studio(pool)
+    coach = auth(studio.coach.user_id)
+    r = await http.post(f"/organizations/{studio.org.id}/studio/tasks", json={"title": "Fix the rower"}, headers=coach)
+    assert r.status_code == 201, r.text
+    task = r.json()
+    assert (task["title"], task["status"]) == ("Fix the rower", "open")
+    audit = await pool.fetchrow("SELECT actor_clerk_id, action, metadata FROM audit_logs WHERE organization_id = $1 AND resource_id = $2",
+                                uuid.UUID(studio.org.id), task["id"])
+    assert audit is not None and audit["metadata"]["agent"] is False and audit["metadata"]["via"] == "app"
+    listed = (await http.get(f"/organizations/{studio.org.id}/studio/tasks", headers=coach)).json()["tasks"]
+    assert task["id"] in {t["id"] for t in listed}
+    r = await http.post(f"{base(studio.org.id)}/human/start", json={"taskId": task["id"]}, headers=coach)
+    assert r.status_code == 200 and r.json()["task"]["title"] == "Fix the rower"
+
+    for bad in ({"title": ""}, {"title": "x", "assigneeMembershipId": str(uuid.uuid4())}, {"title": "x" * 300}, {}):
+        r = await http.post(f"/organizations/{studio.org.id}/studio/tasks", json=bad, headers=coach)
+        assert r.status_code == 400, (bad, r.text)
+    r = await http.post(f"/organizations/{studio.org.id}/studio/tasks", json={"title": "x"}, headers=auth(studio.member.user_id))
+    assert r.status_code == 403
+    assert await pool.fetchval("SELECT count(*) FROM tasks WHERE organization_id = $1", uuid.UUID(studio.org.id)) == 1

@@ -1,6 +1,6 @@
 """The gateway's edges on the bus, declared at module level so the AsyncAPI document lists them:
 the turn commands it publishes, the questions it asks (admission, pin/archive, usage, a search
-query's embedding, the human activity bridge) and the live conversation events it consumes."""
+query's embedding, the human activity bridge, the app's own actions) and the live conversation events it consumes."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from spotter_shared.contracts.events import CONVERSATION_EVENTS, ConversationEve
 from spotter_shared.contracts.base import Contract
 from spotter_shared.contracts.rag import EMBED
 from spotter_shared.contracts.sessions import RECORD_HUMAN_EVENTS, START_HUMAN_SESSION, STOP_HUMAN_SESSION
+from spotter_shared.contracts.tools import APP_ACTION
 from spotter_shared.errors import ErrorCode, RemoteError, SpotterError
 
 from .streams import LiveEvents
@@ -39,6 +40,7 @@ embed = bus.requester(router, EMBED)
 start_human_session = bus.requester(router, START_HUMAN_SESSION)
 stop_human_session = bus.requester(router, STOP_HUMAN_SESSION)
 record_human_events = bus.requester(router, RECORD_HUMAN_EVENTS)
+app_action = bus.requester(router, APP_ACTION)
 
 UNREACHABLE = "The assistant is not reachable right now; try again."
 

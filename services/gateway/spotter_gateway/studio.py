@@ -1,5 +1,6 @@
 """The studio app's read side under /organizations/{orgId}/studio: members, schedule, programs,
-tasks and analytics, straight from Postgres (the gateway reads any table and writes none of these).
+tasks and analytics, straight from Postgres (the gateway reads any table and writes none of these;
+the one button here that changes something, creating a task, asks the tool-runner to run its tool).
 
 Figures mean what the tool-runner's tools mean, so the page and Spotter agree:
   * a member is a membership with role member; active = status active and not ended;
@@ -20,12 +21,17 @@ from typing import Annotated, Any, Literal
 from zoneinfo import ZoneInfo
 
 import asyncpg
-from fastapi import APIRouter, Depends, Path, Query
+from fastapi import APIRouter, Depends, Path, Query, Request
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
 
 from spotter_shared.contracts.commands import Actor
+from spotter_shared.contracts.tools import AppAction
 from spotter_shared.errors import ErrorCode, SpotterError
 
+from . import edges
 from .deps import Member, Pool, parse_uuid
+from .errors import trace_id
 
 router = APIRouter(prefix="/organizations/{orgId}/studio")
 
@@ -366,6 +372,24 @@ async def tasks(actor: Staff, db: Pool, status: Literal["open", "done", "all"] =
          if r["assignee_user_id"] else None}
         for r in rows
     ]}
+
+
+class NewTask(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, validate_by_name=True, extra="forbid")
+
+    title: str = Field(min_length=1, max_length=255)
+    description: str | None = Field(default=None, max_length=4000)
+    due_date: date | None = None
+
+
+@router.post("/tasks", status_code=201)
+async def create_task(request: Request, body: NewTask, actor: Staff) -> dict[str, Any]:
+    """A task the person creates from the app ("What are you working on?" → new task): the
+    tool-runner runs the same tasks.create tool the agent uses, audited as not the agent's."""
+    ask = AppAction(router="tasks", action="create", input=body.model_dump(mode="json", by_alias=True, exclude_none=True),
+                    actor=actor, trace_id=trace_id(request))
+    task = (await edges.ask(edges.app_action, ask, trace_id=ask.trace_id)).output
+    return {key: task.get(key) for key in ("id", "title", "description", "status", "dueDate", "completedAt")}
 
 
 # Analytics ------------------------------------------------------------------------------------------

@@ -6,12 +6,15 @@ from faststream.nats import NatsRouter
 
 from spotter_shared.bus import subscriber
 from spotter_shared.contracts.tools import (
+    APP_ACTION,
     EXECUTE_TOOL,
     TOOL_CALLS,
     TOOL_CATALOG,
     TOOL_CLOSE,
     TOOL_RESOLVE,
     UNDO_TOOL,
+    AppAction,
+    AppActionResult,
     CallsQuery,
     CallStates,
     CatalogRequest,
@@ -53,6 +56,10 @@ async def close_calls(request: CloseCalls, core: ToolRunner = FromContext(CORE))
     return await core.close(request)
 
 
+async def app_action(request: AppAction, core: ToolRunner = FromContext(CORE)) -> AppActionResult:
+    return await core.app_action(request)
+
+
 def build_router(max_workers: int) -> NatsRouter:
     """The subscribers of every endpoint above. Built per app rather than at import, because how
     many requests a subject serves at once is a setting: calls run concurrently so that one slow
@@ -65,6 +72,7 @@ def build_router(max_workers: int) -> NatsRouter:
         (TOOL_CALLS, tool_calls),
         (TOOL_RESOLVE, resolve_call),
         (TOOL_CLOSE, close_calls),
+        (APP_ACTION, app_action),
     ):
         subscriber(router, endpoint, max_workers=max_workers)(handler)
     return router

@@ -39,6 +39,8 @@ from spotter_shared.contracts.events import ToolError
 from spotter_shared.contracts.commands import Actor
 from spotter_shared.contracts.rag import EntitiesChanged, Scope, SearchQuery, SearchResult
 from spotter_shared.contracts.tools import (
+    AppAction,
+    AppActionResult,
     CallsQuery,
     CallState,
     CallStates,
@@ -194,6 +196,12 @@ def undo_key(tool_use_id: str) -> str:
     return (UNDO_PREFIX + tool_use_id)[:64]
 
 
+# What the app's own buttons may run through `app_action` (none is destructive: there is no
+# confirmation step on that path).
+APP_ACTIONS: frozenset[tuple[str, str]] = frozenset({("tasks", "create")})
+_APP_ERRORS = {"forbidden": ErrorCode.FORBIDDEN, "not_found": ErrorCode.NOT_FOUND}
+
+
 class ToolRunner:
     """The tool-runner's core. `pool` must come from `spotter_shared.db.create_pool` (jsonb codecs). Without
     `rag`, read tools search by name alone and nothing is announced."""
@@ -233,6 +241,32 @@ class ToolRunner:
         return UndoOutcome(
             router=cmd.router, action=cmd.action, tool_use_id=cmd.tool_use_id, input=cmd.input, outcome=outcome
         )
+
+    async def app_action(self, req: AppAction) -> AppActionResult:
+        """A person's own action from the app, through the same tool the agent would use: validated,
+        role-checked and audited (as not the agent's), its changes announced to rag. There is no
+        execution record to replay: the app's form is not retried by a model."""
+        if (req.router, req.action) not in APP_ACTIONS:
+            raise SpotterError(ErrorCode.FORBIDDEN, f"{req.router}.{req.action} is not an app action.")
+        key = f"app_{uuid.uuid4().hex}"
+        cmd = ExecuteTool(conversation_id=key, message_id=key, tool_use_id=key, router=req.router, action=req.action,
+                          input=req.input, actor=req.actor, trace_id=req.trace_id)
+        changes: Changes = {}
+        with tracer.start_as_current_span("tool-runner.app_action", attributes={"router": req.router, "action": req.action}):
+            async with self._pool.acquire() as conn, conn.transaction():
+                try:
+                    decl, args = await self._admit(conn, cmd)
+                    ctx = ToolContext(conn=conn, actor=req.actor, conversation_id=key, tool_use_id=key,
+                                      trace_id=req.trace_id, now=self._clock(), search=self._search(req.trace_id))
+                    output = to_jsonable_python(await decl(ctx, args), by_alias=True)
+                except ToolFailure as failure:
+                    raise SpotterError(_APP_ERRORS.get(failure.code, ErrorCode.INVALID_REQUEST), failure.message) from None
+                await self._audit(conn, cmd, decl, output, {"agent": False, "via": "app", "conversationId": None,
+                                                            "toolUseId": None})
+            _collect(changes, ctx.touched, decl, output)
+            await self._announce(cmd, changes)
+        metrics.TOOL_RUNS.labels(req.router, req.action, "succeeded").inc()
+        return AppActionResult(output=output)
 
     async def calls(self, query: CallsQuery) -> CallStates:
         """The recorded calls among `query.tool_use_ids`, in the order asked; unknown ids are left out."""

@@ -219,3 +219,27 @@ TOOL_CLOSE = request_endpoint(
     "spotter.tools.close", CloseCalls, ClosedCalls, queue=TOOL_RUNNER_QUEUE,
     description="Close the calls still pending in a conversation (the user typed instead, or cancelled).",
 )
+
+
+class AppAction(Contract):
+    """A person's own action from the app (a button, not the agent), run by the same typed tool with
+    the same validation, roles and audit row (marked `agent: false`). Only the actions the
+    tool-runner lists as app actions may be run this way; there is no confirmation step, so none of
+    them is destructive."""
+
+    router: str = Field(max_length=64, description="Router, e.g. tasks.")
+    action: str = Field(max_length=64, description="Action, e.g. create.")
+    input: dict[str, Any] = Field(description="The tool's input, validated by the runner.")
+    actor: Actor = Field(description="Caller, checked against the tool's roles.")
+    trace_id: str = Field(description="Trace id.")
+
+
+class AppActionResult(Contract):
+    output: Any = Field(description="The tool's output (the same shape the agent sees).")
+
+
+APP_ACTION = request_endpoint(
+    "spotter.tools.app_action", AppAction, AppActionResult, queue=TOOL_RUNNER_QUEUE,
+    description="Run one of the app's own actions (e.g. create a task) through its typed tool; refusals are "
+    "typed error replies (`invalid_request`, `forbidden`, `not_found`).",
+)
