@@ -22,9 +22,21 @@ def content_blocks(message: dict[str, Any]) -> list[dict[str, Any]]:
     return list(content or [])
 
 
-# Text the app writes into a user turn (the per-turn context, a summary of earlier messages) is
-# not the user's words: scripts, faults and the demo policy read the words only.
-APP_TEXT_RE = re.compile(r"<(turn_context|conversation_summary)\b[^>]*>.*?</\1>", re.S)
+# Text the app writes into a user turn (the per-turn context, a summary of earlier messages, the
+# caller's recent activity after the cache breakpoint) is not the user's words: scripts, faults and
+# the demo policy read the words only.
+APP_TEXT_RE = re.compile(r"<(turn_context|conversation_summary|recent-activity)\b[^>]*>.*?</\1>", re.S)
+_ACTIVITY_RE = re.compile(r"<recent-activity\b[^>]*>(.*?)</recent-activity>", re.S)
+
+
+def recent_activity(body: dict[str, Any]) -> str | None:
+    """The caller's <recent-activity> block of this request (its body), if the app sent one."""
+    messages = body.get("messages") or []
+    if not messages:
+        return None
+    text = "\n".join(b.get("text", "") for b in content_blocks(messages[-1]) if b.get("type") == "text")
+    found = _ACTIVITY_RE.search(text)
+    return found.group(1) if found else None
 
 
 def strip_app_text(text: str) -> str:

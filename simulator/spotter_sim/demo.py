@@ -8,10 +8,12 @@ search, then "which one?", then the detail — and summarises tool results in pl
 
 from __future__ import annotations
 
+import html
+import re
 from typing import Any
 
 from . import demo_intents
-from .conversation import ambient_item_count, ambient_items, caller_locale
+from .conversation import ambient_item_count, ambient_items, caller_locale, recent_activity
 from .demo_exchange import Exchange
 from .demo_summaries import summarise
 from .turns import Turn
@@ -37,6 +39,8 @@ def respond(body: dict[str, Any]) -> Turn:
             if following is not None:
                 return following
         return Turn(text=" ".join(summarise(step) for step in ex.answering))
+    if not found and not ex.steps and _ASKS_ACTIVITY.search(ex.text or ""):
+        return Turn(text=_activity_answer(recent_activity(body)))
     if found and not ex.steps:  # the words are new (an assistant prefill may follow them)
         intent, match = found
         first = intent.start(match, ex)
@@ -60,6 +64,33 @@ _SCOPE_NAMES = {
     "he": {"member": "מתאמן", "exercise": "תרגיל", "program": "תוכנית", "workout": "אימון"},
     "ru": {"member": "участник", "exercise": "упражнение", "program": "программа", "workout": "тренировка"},
 }
+
+
+# "What was I doing?", "what am I working on?": answered from the app's <recent-activity> block.
+_ASKS_ACTIVITY = re.compile(
+    r"\bwhat\s+(?:was|am|have)\s+i\s+(?:been\s+)?(?:doing|working\s+on|up\s+to)\b|\bwhere\s+was\s+i\b", re.I)
+_WORKING_ON = re.compile(r"Working on: \*\*(?P<task>.+?)\*\* \((?P<detail>[^)]*)\)")
+_EVENT = re.compile(r"^- (?P<at>\d\d:\d\d) (?P<what>.+)$", re.M)
+
+
+def _activity_answer(block: str | None) -> str:
+    """What a model would make of the block: the task, then the last few things done, newest last."""
+    if block is None:
+        return ("I can't see a task you're working on. Pick one under \"What are you working on?\" in the "
+                "sidebar and I'll keep track of the pages you visit and the notes you leave.")
+    found = _WORKING_ON.search(block)
+    task = html.unescape(found["task"]) if found else "a task"
+    started = found["detail"].split(";", 1)[-1].strip() if found else ""
+    events = [(m["at"], _plain(m["what"])) for m in _EVENT.finditer(block)][-5:]
+    lead = f"You're working on {task}" + (f" ({started})." if started else ".")
+    if not events:
+        return lead + " Nothing recorded since you started."
+    return lead + " Lately: " + "; ".join(f"{at} {what}" for at, what in events) + "."
+
+
+def _plain(line: str) -> str:
+    line = re.sub(r", id [0-9a-fA-F-]+\)", ")", html.unescape(line)).replace("**", "")
+    return re.sub(r'^marker "(.*)"$', r'noted "\1"', line)
 
 
 def _language(text: str | None) -> str | None:

@@ -39,7 +39,8 @@ async function failure(res: Response): Promise<ApiError> {
   return new ApiError(res.status, code, message, traceId);
 }
 
-export async function request<T>(path: string, init: { method?: string; body?: unknown; signal?: AbortSignal } = {}): Promise<T> {
+/** `keepalive` lets a request outlive the page (a flush on pagehide). */
+export async function request<T>(path: string, init: { method?: string; body?: unknown; signal?: AbortSignal; keepalive?: boolean } = {}): Promise<T> {
   let res: Response;
   try {
     res = await fetch(path, {
@@ -47,6 +48,7 @@ export async function request<T>(path: string, init: { method?: string; body?: u
       headers: headers(init.body !== undefined ? { "content-type": "application/json" } : undefined),
       body: init.body !== undefined ? JSON.stringify(init.body) : undefined,
       signal: init.signal,
+      keepalive: init.keepalive,
     });
   } catch (err) {
     if ((err as Error).name === "AbortError") throw err;

@@ -7,6 +7,8 @@ import { Shell } from "./shell/Shell";
 import { SignIn } from "./shell/SignIn";
 import { Routes } from "./pages/Routes";
 import { AgentRoot } from "./agent/AgentRoot";
+import { ActivityProvider } from "./activity/ActivityProvider";
+import { MarkerDialog } from "./activity/MarkerDialog";
 
 function Signed() {
   const { token, me, membership, loading } = useSession();
@@ -14,10 +16,13 @@ function Signed() {
   if (!me || !membership) return <SignIn />;
   return (
     <StudioEventsProvider key={membership.organizationId}>
-      <Shell>
-        <Routes />
-      </Shell>
-      <AgentRoot />
+      <ActivityProvider>
+        <Shell>
+          <Routes />
+        </Shell>
+        <AgentRoot />
+        <MarkerDialog />
+      </ActivityProvider>
     </StudioEventsProvider>
   );
 }

@@ -85,6 +85,7 @@ const en = {
   "agent.errors.invalid_request": "That request wasn't valid.",
   "agent.errors.unauthorized": "Your session has expired. Please sign in again.",
   "agent.errors.undo_unavailable": "This change can no longer be undone.",
+  "agent.errors.session_not_running": "That work session has ended. Pick the task again to go on.",
   "agent.errors.network_error": "Connection lost. Check your network and try again.",
   "agent.errors.unknown": "Something went wrong.",
   // Suggested prompts per page.
@@ -247,6 +248,7 @@ const he: Record<Key, string> = {
   "agent.errors.invalid_request": "הבקשה אינה תקינה.",
   "agent.errors.unauthorized": "פג תוקף ההתחברות. נא להתחבר שוב.",
   "agent.errors.undo_unavailable": "כבר אי אפשר לבטל את השינוי הזה.",
+  "agent.errors.session_not_running": "סשן העבודה הזה הסתיים. בחרו שוב את המשימה כדי להמשיך.",
   "agent.errors.network_error": "החיבור אבד. בדקו את הרשת ונסו שוב.",
   "agent.errors.unknown": "משהו השתבש.",
   "agent.prompts.members.1": "מצא את סער",
@@ -405,6 +407,7 @@ const ru: Record<Key, string> = {
   "agent.errors.invalid_request": "Некорректный запрос.",
   "agent.errors.unauthorized": "Сеанс истёк. Войдите снова.",
   "agent.errors.undo_unavailable": "Это изменение уже нельзя отменить.",
+  "agent.errors.session_not_running": "Этот рабочий сеанс завершён. Выберите задачу снова, чтобы продолжить.",
   "agent.errors.network_error": "Соединение потеряно. Проверьте сеть и попробуйте снова.",
   "agent.errors.unknown": "Что-то пошло не так.",
   "agent.prompts.members.1": "Найди Саара",

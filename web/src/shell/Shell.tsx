@@ -5,6 +5,8 @@ import { useI18n, type MessageKey } from "../i18n";
 import { Link, matchPath, usePathname } from "../router";
 import { useSession } from "../session";
 import { LanguageSelect } from "./LanguageSelect";
+import { WorkingOn } from "../activity/WorkingOn";
+import "../activity/activity.css";
 import { AnalyticsIcon, Logo, MembersIcon, ProgramsIcon, ScheduleIcon, SignOutIcon, TasksIcon } from "./icons";
 import { initials } from "./SignIn";
 import "./shell.css";
@@ -95,6 +97,7 @@ export function Shell({ children }: { children: ReactNode }) {
             <StudioSwitcher />
           </div>
         </div>
+        <WorkingOn />
         <nav className="sidebar-nav" aria-label={t("shell.nav")}>
           <ul>
             {items.map((item) => {

@@ -40,3 +40,9 @@ export function Logo({ size = 28 }: { size?: number }) {
     </svg>
   );
 }
+export const TargetIcon = () => (
+  <Icon size={16}><circle cx="12" cy="12" r="8.5" /><circle cx="12" cy="12" r="4.5" /><circle cx="12" cy="12" r="0.8" /></Icon>
+);
+export const StopIcon = () => (
+  <Icon size={14}><rect x="6" y="6" width="12" height="12" rx="2" /></Icon>
+);

@@ -1,0 +1,66 @@
+import type { Dictionaries } from "../i18n";
+
+const en = {
+  "activity.prompt": "What are you working on?",
+  "activity.workingOn": "Working on:",
+  "activity.stop": "Stop working",
+  "activity.filter": "Find a task or name a new one",
+  "activity.openTasks": "Open tasks",
+  "activity.create": "Create new task “{title}”",
+  "activity.loading": "Loading tasks…",
+  "activity.loadFailed": "The tasks could not be loaded.",
+  "activity.noTasks": "No open tasks. Type a name to create one.",
+  "activity.elapsed.justNow": "just now",
+  "activity.elapsed.minutes": "{m} min",
+  "activity.elapsed.hours": "{h} h {m} min",
+  "activity.marker.title": "Add a marker",
+  "activity.marker.hint": "A note on what you just did for “{task}”. Spotter will see it.",
+  "activity.marker.label": "Marker",
+  "activity.marker.placeholder": "e.g. Called Dana, she takes the Tuesday 7am slot",
+  "activity.marker.save": "Save marker",
+  "activity.marker.cancel": "Cancel",
+};
+
+const he: Record<keyof typeof en, string> = {
+  "activity.prompt": "על מה את/ה עובד/ת?",
+  "activity.workingOn": "עובד/ת על:",
+  "activity.stop": "סיום עבודה",
+  "activity.filter": "חיפוש משימה או שם למשימה חדשה",
+  "activity.openTasks": "משימות פתוחות",
+  "activity.create": "יצירת משימה חדשה „{title}”",
+  "activity.loading": "טוען משימות…",
+  "activity.loadFailed": "לא ניתן לטעון את המשימות.",
+  "activity.noTasks": "אין משימות פתוחות. הקלידו שם כדי ליצור אחת.",
+  "activity.elapsed.justNow": "עכשיו",
+  "activity.elapsed.minutes": "{m} דק׳",
+  "activity.elapsed.hours": "{h} ש׳ {m} דק׳",
+  "activity.marker.title": "הוספת סימון",
+  "activity.marker.hint": "הערה על מה שעשית עכשיו עבור „{task}”. Spotter יראה אותה.",
+  "activity.marker.label": "סימון",
+  "activity.marker.placeholder": "למשל: התקשרתי לדנה, היא לוקחת את שלישי ב-7:00",
+  "activity.marker.save": "שמירת סימון",
+  "activity.marker.cancel": "ביטול",
+};
+
+const ru: Record<keyof typeof en, string> = {
+  "activity.prompt": "Над чем вы работаете?",
+  "activity.workingOn": "В работе:",
+  "activity.stop": "Закончить работу",
+  "activity.filter": "Найдите задачу или назовите новую",
+  "activity.openTasks": "Открытые задачи",
+  "activity.create": "Создать задачу «{title}»",
+  "activity.loading": "Загрузка задач…",
+  "activity.loadFailed": "Не удалось загрузить задачи.",
+  "activity.noTasks": "Открытых задач нет. Введите название, чтобы создать.",
+  "activity.elapsed.justNow": "только что",
+  "activity.elapsed.minutes": "{m} мин",
+  "activity.elapsed.hours": "{h} ч {m} мин",
+  "activity.marker.title": "Добавить отметку",
+  "activity.marker.hint": "Заметка о том, что вы только что сделали для «{task}». Spotter её увидит.",
+  "activity.marker.label": "Отметка",
+  "activity.marker.placeholder": "Например: позвонил Дане, она берёт вторник 7:00",
+  "activity.marker.save": "Сохранить отметку",
+  "activity.marker.cancel": "Отмена",
+};
+
+export const activityMessages: Dictionaries<keyof typeof en> = { en, he, ru };
