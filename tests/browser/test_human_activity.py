@@ -127,3 +127,20 @@ async def test_a_new_task_from_the_picker_and_members_see_no_control(
         await expect(p.get_by_role("button", name="What are you working on?")).to_have_count(0)
     finally:
         await other.close()
+
+
+async def test_the_control_on_a_phone(page: Page, context: BrowserContext, pool: asyncpg.Pool, platform: Platform,
+                                      shots: Shots) -> None:
+    studio = await make_studio(pool)
+    await make_task(pool, studio.org.id, "Deep-clean the rig and re-tape the kettlebell handles")
+    await page.set_viewport_size({"width": 390, "height": 844})
+    await sign_in(context, studio.coach, studio.org.id)
+    await page.goto(platform.base_url + "/schedule")
+    await page.get_by_role("button", name="What are you working on?").click()
+    await page.get_by_role("option", name="Deep-clean the rig and re-tape the kettlebell handles").click()
+    working = page.get_by_test_id("working-on")
+    await expect(working).to_contain_text("Working on: Deep-clean the rig")
+    box = await working.bounding_box()
+    assert box is not None and box["x"] >= 0 and box["x"] + box["width"] <= 390, box
+    await expect(page.get_by_role("button", name="Stop working")).to_be_visible()
+    await shots.take(page, "phone")
