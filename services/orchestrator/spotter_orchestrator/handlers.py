@@ -128,9 +128,6 @@ async def _handle(msg: NatsMessage, core: TurnRunner, broker: NatsBroker, run: C
     # redelivered to another replica.
     async with _heartbeat(msg, core.settings.spotter_ack_wait_s / 3) as delivery, core.slots:
         await run(delivery)
-    if delivery.deferred:
-        await msg.raw_message.nak(delay=core.settings.spotter_ack_wait_s)
-        return
     # Double ack: the command is gone only once the server confirms it.
     await msg.ack_sync()
 

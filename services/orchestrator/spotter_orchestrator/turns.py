@@ -49,12 +49,10 @@ ABORTED_MESSAGE = "Stopped by the user."
 
 @dataclass
 class Delivery:
-    """What the core needs to know about the JetStream delivery, without knowing NATS; `deferred`
-    is set when this copy of the command must be left unacknowledged (its turn runs elsewhere)."""
+    """What the core needs to know about the JetStream delivery, without knowing NATS."""
 
     attempt: int
     keepalive: Keepalive
-    deferred: bool = False
 
 
 @dataclass(frozen=True)
@@ -105,6 +103,8 @@ class TurnRunner:
         # Turns run at once by this replica, whatever their command; deliveries beyond it wait here
         # with their in-progress heartbeat going, so JetStream does not hand them to another replica.
         self.slots = asyncio.Semaphore(settings.spotter_turn_concurrency)
+        # How often a copy of a turn running elsewhere looks again (a dead runner's lease lapses in TTL).
+        self._wait_s = min(1.0, settings.spotter_turn_lock_ttl_s / 6)
 
     @property
     def settings(self) -> OrchestratorSettings:
@@ -116,7 +116,7 @@ class TurnRunner:
         outcome = await self._turn(_meta(cmd), turn, delivery, lambda emitter, t: self._run_send(cmd, t, emitter, delivery))
         # The title also when a replica died making it: the command comes back after the turn
         # finished, and the repeated call takes over the dead one's budget hold (`<turn>:title`).
-        untitled = (turn.status == "completed" and not delivery.deferred
+        untitled = (turn.status == "completed"
                     and (await self._store.conversation(cmd.conversation_id)).title == fallback_title(cmd.message))
         if cmd.is_new and (isinstance(outcome, Finished) or untitled):
             # After `done` is out (the client never waits for it): best effort, its own budget.
@@ -159,18 +159,28 @@ class TurnRunner:
             log.info("turn %s already %s; duplicate command ignored", turn.id, turn.status)
             return None
         runner = uuid.uuid4().hex[:12]
-        match await self._lock.run(meta.conversation_id, meta.turn_id, runner):
-            case Run.RUNNING_ELSEWHERE:
-                # A second copy of a turn that a live runner renews: two runners would both write.
-                # Left unacknowledged, it comes back only if that runner dies before finishing.
-                log.info("turn %s is running on another replica; delivery %d stays out", meta.turn_id, delivery.attempt)
-                delivery.deferred = True
-                return None
-            case Run.OTHER_TURN:
-                # Only possible when our lease expired and another turn started: never interleave.
-                log.warning("conversation %s is held by another turn; dropping %s", meta.conversation_id, meta.turn_id)
-                await self._store.finish_turn(meta.turn_id, "aborted", ErrorCode.CONVERSATION_BUSY)
-                return None
+        waited = False
+        while True:
+            match await self._lock.run(meta.conversation_id, meta.turn_id, runner):
+                case Run.OURS:
+                    break
+                case Run.RUNNING_ELSEWHERE:
+                    # A second copy of a turn another runner holds: two runners would both write. A
+                    # live runner finishes it; a dead one's lease lapses within its TTL and this copy
+                    # takes over. It waits here, heartbeat going, rather than going back to JetStream:
+                    # handed back, every wait would count as a delivery, and a turn whose replica was
+                    # killed twice could reach the delivery limit without ever having failed.
+                    if not waited:
+                        log.info("turn %s is running on another replica; delivery %d waits", meta.turn_id, delivery.attempt)
+                        waited = True
+                    await asyncio.sleep(self._wait_s)
+                    if await self._store.turn_status(meta.turn_id) != "running":
+                        return None  # finished elsewhere
+                case Run.OTHER_TURN:
+                    # Only possible when our lease expired and another turn started: never interleave.
+                    log.warning("conversation %s is held by another turn; dropping %s", meta.conversation_id, meta.turn_id)
+                    await self._store.finish_turn(meta.turn_id, "aborted", ErrorCode.CONVERSATION_BUSY)
+                    return None
         if delivery.attempt > 1:
             metrics.REDELIVERIES.labels(meta.endpoint or "other").inc()
         emitter = Emitter(self._store, self._events, meta.conversation_id, meta.turn_id)
