@@ -12,7 +12,9 @@ runners of one turn would both write.
 
 from __future__ import annotations
 
+import asyncio
 import enum
+from collections.abc import Awaitable, Callable
 
 from redis.asyncio import Redis
 
@@ -75,6 +77,20 @@ class TurnLock:
     async def run(self, conversation_id: str, turn_id: str, runner: str) -> Run:
         """Take (or renew) the lease to run this turn as `runner`."""
         return Run(int(await self._run(keys=[_key(conversation_id)], args=[turn_id, self._ttl_ms, runner])))
+
+    async def take(self, conversation_id: str, turn_id: str, runner: str, *, still_running: Callable[[], Awaitable[bool]],
+                   poll_s: float) -> Run | None:
+        """`run`, waiting while the turn runs under another runner: a live one finishes it (then None:
+        nothing left to do), a dead one's lease lapses within its TTL (then OURS). A copy that waits
+        here — its delivery's heartbeat going — instead of going back to JetStream keeps the delivery
+        count equal to the crashes the turn lived through. OTHER_TURN is answered at once."""
+        while True:
+            found = await self.run(conversation_id, turn_id, runner)
+            if found is not Run.RUNNING_ELSEWHERE:
+                return found
+            await asyncio.sleep(poll_s)
+            if not await still_running():
+                return None
 
     async def release(self, conversation_id: str, turn_id: str, runner: str | None = None) -> None:
         owner = f"{turn_id}|{runner}" if runner else turn_id

@@ -159,28 +159,21 @@ class TurnRunner:
             log.info("turn %s already %s; duplicate command ignored", turn.id, turn.status)
             return None
         runner = uuid.uuid4().hex[:12]
-        waited = False
-        while True:
-            match await self._lock.run(meta.conversation_id, meta.turn_id, runner):
-                case Run.OURS:
-                    break
-                case Run.RUNNING_ELSEWHERE:
-                    # A second copy of a turn another runner holds: two runners would both write. A
-                    # live runner finishes it; a dead one's lease lapses within its TTL and this copy
-                    # takes over. It waits here, heartbeat going, rather than going back to JetStream:
-                    # handed back, every wait would count as a delivery, and a turn whose replica was
-                    # killed twice could reach the delivery limit without ever having failed.
-                    if not waited:
-                        log.info("turn %s is running on another replica; delivery %d waits", meta.turn_id, delivery.attempt)
-                        waited = True
-                    await asyncio.sleep(self._wait_s)
-                    if await self._store.turn_status(meta.turn_id) != "running":
-                        return None  # finished elsewhere
-                case Run.OTHER_TURN:
-                    # Only possible when our lease expired and another turn started: never interleave.
-                    log.warning("conversation %s is held by another turn; dropping %s", meta.conversation_id, meta.turn_id)
-                    await self._store.finish_turn(meta.turn_id, "aborted", ErrorCode.CONVERSATION_BUSY)
-                    return None
+
+        async def still_running() -> bool:
+            return await self._store.turn_status(meta.turn_id) == "running"
+
+        # A second copy of a turn another runner holds (two runners would both write) waits in take().
+        match await self._lock.take(meta.conversation_id, meta.turn_id, runner, still_running=still_running,
+                                    poll_s=self._wait_s):
+            case None:
+                log.info("turn %s finished on another replica; delivery %d acknowledged", meta.turn_id, delivery.attempt)
+                return None
+            case Run.OTHER_TURN:
+                # Only possible when our lease expired and another turn started: never interleave.
+                log.warning("conversation %s is held by another turn; dropping %s", meta.conversation_id, meta.turn_id)
+                await self._store.finish_turn(meta.turn_id, "aborted", ErrorCode.CONVERSATION_BUSY)
+                return None
         if delivery.attempt > 1:
             metrics.REDELIVERIES.labels(meta.endpoint or "other").inc()
         emitter = Emitter(self._store, self._events, meta.conversation_id, meta.turn_id)
