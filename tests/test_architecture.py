@@ -59,6 +59,10 @@ DEMO_SEED: dict[str, frozenset[str]] = {
         "workout_comment_reads", "class_sessions", "bookings", "program_templates", "program_template_workouts",
     }),
     "shared/spotter_shared/studio.py": frozenset({"programs"}),
+    "cli/spotter_cli/coach_seed.py": frozenset({
+        "member_profiles", "member_settings", "member_locations", "member_goals", "member_preferences",
+        "member_workout_logs",
+    }),
 }
 
 PLACEHOLDER = "{}"

@@ -363,6 +363,8 @@ async def _count(conn: asyncpg.Connection, org_id: str) -> dict[str, int]:
 
 
 async def seed_demo(dsn: str) -> DemoSummary:
+    from .coach_seed import seed_member_coach  # the member coach's data (seed 003)
+
     conn = await asyncpg.connect(dsn)
     try:
         async with conn.transaction():
@@ -386,6 +388,7 @@ async def seed_demo(dsn: str) -> DemoSummary:
             await _tasks(conn, demo.id, DEMO_TASKS, today)
             await _enrollments(conn, demo.id, demo_programs)
             demo_year = await seed_demo_year(conn, demo.id, datetime.now(ZoneInfo(DEMO_ORG["timezone"])).date())
+            await seed_member_coach(conn, demo.id, today)
 
             other = await upsert_org(conn, **OTHER_ORG)
             email, name, role = OTHER_OWNER

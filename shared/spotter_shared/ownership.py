@@ -47,6 +47,13 @@ TABLES: Final[tuple[Table, ...]] = (
     Table("bookings", "tool-runner", "Who booked which class and whether they came; cancelled with their class."),
     Table("program_templates", "tool-runner", "Reusable programs: a name and a kind."),
     Table("program_template_workouts", "tool-runner", "A template's workouts, by day from its start."),
+    # The member coach (seed 003): a member's own data, written by the coach's tools.
+    Table("member_profiles", "tool-runner", "A member's body stats and experience, one row per membership."),
+    Table("member_settings", "tool-runner", "A member's units (kg or lb, km or mi)."),
+    Table("member_locations", "tool-runner", "Where a member trains and the equipment there; one is current."),
+    Table("member_goals", "tool-runner", "A member's training goals and muscles to focus on, by priority."),
+    Table("member_preferences", "tool-runner", "What a member asked the coach to keep in mind."),
+    Table("member_workout_logs", "tool-runner", "Workouts a member did, as the coach logged them (once per call)."),
     # Money.
     Table("ai_usage_daily", "billing", "Tokens and cost per org, user and day; the spend cap reads it."),
     Table("ai_conversation_usage", "billing", "Lifetime tokens and cost per conversation."),

@@ -24,8 +24,11 @@ def content_blocks(message: dict[str, Any]) -> list[dict[str, Any]]:
 
 # Text the app writes into a user turn (the per-turn context, a summary of earlier messages, the
 # caller's recent activity after the cache breakpoint) is not the user's words: scripts, faults and
-# the demo policy read the words only.
-APP_TEXT_RE = re.compile(r"<(turn_context|conversation_summary|recent-activity)\b[^>]*>.*?</\1>", re.S)
+# the demo policy read the words only. The member coach (seed 003) adds knowledge, artifacts, the
+# current workout, the user data and its correction notes.
+APP_TEXT_RE = re.compile(
+    r"<(turn_context|conversation_summary|recent-activity|knowledge|artifact|current_workout|user_data|coach_correction)"
+    r"\b[^>]*>.*?</\1>", re.S)
 _ACTIVITY_RE = re.compile(r"<recent-activity\b[^>]*>(.*?)</recent-activity>", re.S)
 
 

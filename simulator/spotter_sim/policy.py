@@ -13,7 +13,7 @@ import secrets
 from dataclasses import dataclass
 from typing import Any
 
-from . import demo, side_tasks
+from . import coach_demo, coach_schema, demo, side_tasks
 from .conversation import exchange_progress, latest_user_text
 from .turns import DONE, Turn
 
@@ -77,13 +77,15 @@ def decide(body: dict[str, Any], scripts: ScriptStore) -> Decision:
     if kind != "agent":
         # Scripts are written for the agent's turns: a title request quoting "find Saar" must not
         # be answered with the tool call scripted for "find Saar".
-        return Decision(side_tasks.respond(body, kind), None, kind)
+        return Decision(coach_schema.conform_turn(body, side_tasks.respond(body, kind)), None, kind)
     messages = body["messages"]
     user_text = latest_user_text(messages)
     progress = exchange_progress(messages)
     script = scripts.pick(user_text, progress)
     if script is None:
-        return Decision(demo.respond(body), None)
+        # The member coach (its tools include generate_workout) has a demo of its own.
+        answer = coach_demo.respond(body) if coach_demo.is_coach(body) else demo.respond(body)
+        return Decision(coach_schema.conform_turn(body, answer), None)
     if progress == 0:
         script.started += 1
     turn = script.responses[progress] if progress < len(script.responses) else DONE

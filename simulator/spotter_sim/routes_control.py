@@ -31,7 +31,7 @@ class FaultIn(BaseModel):
     match: str | None = None
     after_tokens: int | None = Field(default=None, ge=0)
     message: str | None = None
-    kind: Literal["agent", "title", "summary"] = "agent"  # which requests it hits
+    kind: Literal["agent", "title", "summary", "initializer"] = "agent"  # which requests it hits
 
     @field_validator("status")
     @classmethod
@@ -109,7 +109,7 @@ async def set_latency(body: LatencyIn, request: Request) -> dict[str, Any]:
     return await get_latency(request)
 
 
-RequestKind = Literal["agent", "title", "summary", "all"]
+RequestKind = Literal["agent", "title", "summary", "initializer", "all"]
 
 
 @router.get("/requests")

@@ -17,13 +17,14 @@ import re
 from collections import Counter
 from typing import Any, Literal
 
+from . import coach_initializer
 from .conversation import content_blocks, system_text
 from .turns import Turn
 
 TITLE_MARKER = "You title conversations for Spotter"
 SUMMARY_MARKER = "You summarize conversations for Spotter"
 
-Kind = Literal["agent", "title", "summary"]
+Kind = Literal["agent", "title", "summary", "initializer"]
 
 TITLE_WORDS = 5
 MAX_ASKED = 10  # the first two requests and the latest eight
@@ -59,10 +60,14 @@ def kind_of(body: dict[str, Any]) -> Kind:
         return "title"
     if system.startswith(SUMMARY_MARKER):
         return "summary"
+    if system.startswith(coach_initializer.INITIALIZER_MARKER):
+        return "initializer"  # the member coach's data-source selection (coach_initializer)
     return "agent"
 
 
 def respond(body: dict[str, Any], kind: Kind) -> Turn:
+    if kind == "initializer":
+        return coach_initializer.respond(body)
     prompt = _prompt_text(body)
     if kind == "title":
         return Turn(text=title_for(_tag(prompt, "first_message")))

@@ -20,6 +20,7 @@ from .tokens import flatten_prompt
 TOOL_NAME_RE = re.compile(r"^[a-zA-Z0-9_-]{1,128}$")
 MAX_CACHE_BREAKPOINTS = 4
 THINKING_TYPES = ("enabled", "disabled", "adaptive", "between_tools")
+EFFORTS = ("low", "medium", "high", "xhigh", "max")
 ROLES = ("user", "assistant", "system")  # "system" messages are text-only, mid-conversation instructions
 
 # Fields the API accepts per block type (from the SDK's *Param types); anything
@@ -53,6 +54,7 @@ def validate_request(body: Any, *, thinking_secret: str, count_tokens: bool = Fa
     _check_system(body)
     _check_tools(body)
     _check_model_params(body, model)
+    _check_output_config(body)
     _check_cache_control(body)
     _check_roles(messages, model, count_tokens)
     _check_tool_pairing(messages)
@@ -215,6 +217,9 @@ def _check_model_params(body: dict[str, Any], model: str) -> None:
             raise InvalidRequest(
                 f"tool_choice.type: '{choice}' is not supported on {model}; use 'auto' or 'none'."
             )
+        parallel = tool_choice.get("disable_parallel_tool_use")
+        if parallel is not None and not isinstance(parallel, bool):
+            raise InvalidRequest(f"tool_choice.{choice}.disable_parallel_tool_use: Input should be a valid boolean")
 
     thinking = body.get("thinking")
     if thinking is None:
@@ -237,6 +242,36 @@ def _check_model_params(body: dict[str, Any], model: str) -> None:
             raise InvalidRequest("thinking.enabled.budget_tokens: Input should be greater than or equal to 1024")
         if isinstance(body.get("max_tokens"), int) and budget >= body["max_tokens"]:
             raise InvalidRequest("`max_tokens` must be greater than `thinking.budget_tokens`.")
+
+
+def _check_output_config(body: dict[str, Any]) -> None:
+    """`output_config`: an effort level and/or a structured-output format (a JSON schema)."""
+    config = body.get("output_config")
+    if config is None:
+        return
+    if not isinstance(config, dict):
+        raise InvalidRequest("output_config: Input should be a valid dictionary")
+    for key in config:
+        if key not in ("effort", "format"):
+            raise InvalidRequest(f"output_config.{key}: Extra inputs are not permitted")
+    effort = config.get("effort")
+    if effort is not None and effort not in EFFORTS:
+        raise InvalidRequest("output_config.effort: Input should be 'low', 'medium', 'high', 'xhigh' or 'max'")
+    fmt = config.get("format")
+    if fmt is None:
+        return
+    if not isinstance(fmt, dict):
+        raise InvalidRequest("output_config.format: Input should be a valid dictionary")
+    if fmt.get("type") != "json_schema":
+        raise InvalidRequest("output_config.format.type: Input should be 'json_schema'")
+    for key in fmt:
+        if key not in ("type", "schema"):
+            raise InvalidRequest(f"output_config.format.json_schema.{key}: Extra inputs are not permitted")
+    if "schema" not in fmt:
+        raise InvalidRequest("output_config.format.json_schema.schema: Field required")
+    schema = fmt["schema"]
+    if not isinstance(schema, dict):
+        raise InvalidRequest("output_config.format.json_schema.schema: Input should be a valid dictionary")
 
 
 # --- cache_control ----------------------------------------------------------

@@ -130,3 +130,16 @@ async def test_one_running_human_session_per_person_is_held_by_the_database(pool
     running = next(r for r in results if not isinstance(r, BaseException))
     await sessions.transition(running.id, "completed")
     await sessions.create(source="human", user_id=studio.owner.user_id, status="running")
+
+
+async def test_metadata_and_usage_are_json_objects_in_the_database(pool: asyncpg.Pool) -> None:
+    studio = await make_studio(pool)
+    sessions = Sessions(pool, studio.org.id, "agent")
+    session = await sessions.create(source="coach", user_id=studio.member.user_id, metadata={"membershipId": "m1"})
+    await sessions.add_usage(session.id, {"input_tokens": 10, "output_tokens": 5}, 42)
+    await sessions.add_usage(session.id, {"input_tokens": 1, "output_tokens": 2}, 8)
+    row = await pool.fetchrow(
+        "SELECT jsonb_typeof(metadata) AS m, metadata->>'membershipId' AS member, usage, cost_usd_micros FROM sessions WHERE id = $1",
+        __import__("uuid").UUID(session.id))
+    assert (row["m"], row["member"], row["cost_usd_micros"]) == ("object", "m1", 50)
+    assert row["usage"] == {"input_tokens": 11, "output_tokens": 7, "calls": 2}

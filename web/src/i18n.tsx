@@ -7,6 +7,7 @@ import { shellMessages } from "./shell/messages";
 import { pageMessages } from "./pages/messages";
 import { agentMessages } from "./agent/messages";
 import { activityMessages } from "./activity/messages";
+import { coachMessages } from "./coach/messages";
 
 export const LOCALES = ["en", "he", "ru"] as const;
 export type Locale = (typeof LOCALES)[number];
@@ -16,14 +17,14 @@ export const RTL: ReadonlySet<Locale> = new Set<Locale>(["he"]);
 /** One area's strings: English defines the keys; the others must have every one of them. */
 export type Dictionaries<K extends string> = { en: Record<K, string>; he: Record<K, string>; ru: Record<K, string> };
 
-const ALL = [shellMessages, pageMessages, agentMessages, activityMessages];
+const ALL = [shellMessages, pageMessages, agentMessages, activityMessages, coachMessages];
 const merged: Record<Locale, Record<string, string>> = {
   en: Object.assign({}, ...ALL.map((d) => d.en)),
   he: Object.assign({}, ...ALL.map((d) => d.he)),
   ru: Object.assign({}, ...ALL.map((d) => d.ru)),
 };
 export type MessageKey = keyof typeof shellMessages.en | keyof typeof pageMessages.en | keyof typeof agentMessages.en
-  | keyof typeof activityMessages.en;
+  | keyof typeof activityMessages.en | keyof typeof coachMessages.en;
 
 export type Translate = (key: MessageKey, params?: Record<string, string | number>) => string;
 

@@ -289,7 +289,7 @@ class Billing:
     async def settle(self, req: SettleUsage) -> Settlement:
         org = _uuid(req.organization_id, "organization_id")
         user = _uuid(req.user_id, "user_id")
-        conversation = _uuid(req.conversation_id, "conversation_id")
+        conversation = _uuid(req.conversation_id, "conversation_id") if req.conversation_id is not None else None
         await self._tier(org)
         now = self._now()
         keys = _Keys(org, now.date())
@@ -403,7 +403,7 @@ class Billing:
                 raise SpotterError(ErrorCode.INTERNAL, "settlement already in progress; retry later")
             await asyncio.sleep(0.02)
 
-    async def _record(self, req: SettleUsage, org: str, user: str, conversation: str, keys: _Keys, cost: int) -> None:
+    async def _record(self, req: SettleUsage, org: str, user: str, conversation: str | None, keys: _Keys, cost: int) -> None:
         usage = req.usage
         assert usage is not None
         cache_creation = usage.cache_write_5m_tokens + usage.cache_write_1h_tokens
@@ -416,15 +416,16 @@ class Billing:
                 )
             except asyncpg.ForeignKeyViolationError:
                 raise SpotterError(ErrorCode.NOT_FOUND, "user not found") from None
-            try:
-                status = await conn.execute(
-                    _ADD_LIFETIME, conversation, org, usage.input_tokens, usage.output_tokens,
-                    usage.cache_read_tokens, cache_creation, cost,
-                )
-            except asyncpg.ForeignKeyViolationError:
-                status = None  # the conversation was deleted between the SELECT and the INSERT
-            if status != "INSERT 0 1":
-                raise SpotterError(ErrorCode.NOT_FOUND, "conversation not found in this organization")
+            if conversation is not None:
+                try:
+                    status = await conn.execute(
+                        _ADD_LIFETIME, conversation, org, usage.input_tokens, usage.output_tokens,
+                        usage.cache_read_tokens, cache_creation, cost,
+                    )
+                except asyncpg.ForeignKeyViolationError:
+                    status = None  # the conversation was deleted between the SELECT and the INSERT
+                if status != "INSERT 0 1":
+                    raise SpotterError(ErrorCode.NOT_FOUND, "conversation not found in this organization")
             # Redis is updated before COMMIT, still under the shared lock (see _LOCK_SHARED). If the
             # process dies between the two, the call goes uncharged rather than charged twice.
             await self._finish(keys, req.reservation_id, cost)

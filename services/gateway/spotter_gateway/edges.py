@@ -16,6 +16,7 @@ from spotter_shared.contracts.billing import USAGE
 from spotter_shared.contracts.commands import (
     ADMIT, CANCEL_SUSPENDED, CONFIRM_TOOL, ORGANIZE_CONVERSATION, PICK_TOOL, SEND_MESSAGE, UNDO,
 )
+from spotter_shared.contracts.coach import COACH_RUN, COACH_SESSION_CREATE, SESSION_EVENTS, SessionEventOut
 from spotter_shared.contracts.events import CONVERSATION_EVENTS, ConversationEvent
 from spotter_shared.contracts.base import Contract
 from spotter_shared.contracts.rag import EMBED
@@ -41,6 +42,8 @@ start_human_session = bus.requester(router, START_HUMAN_SESSION)
 stop_human_session = bus.requester(router, STOP_HUMAN_SESSION)
 record_human_events = bus.requester(router, RECORD_HUMAN_EVENTS)
 app_action = bus.requester(router, APP_ACTION)
+coach_run = bus.publisher(router, COACH_RUN)
+create_coach_session = bus.requester(router, COACH_SESSION_CREATE)
 
 UNREACHABLE = "The assistant is not reachable right now; try again."
 
@@ -64,6 +67,11 @@ async def ask(requester: bus.Requester[P, R], payload: P, *, trace_id: str, time
 @bus.subscriber(router, CONVERSATION_EVENTS)
 async def on_conversation_event(event: ConversationEvent, live: Annotated[LiveEvents, FromContext(LIVE)]) -> None:
     live.deliver(event)
+
+
+@bus.subscriber(router, SESSION_EVENTS)
+async def on_session_event(event: SessionEventOut, live: Annotated[LiveEvents, FromContext(LIVE)]) -> None:
+    live.deliver_session(event)
 
 
 def create_broker(settings: CommonSettings) -> NatsBroker:

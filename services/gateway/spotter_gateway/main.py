@@ -15,7 +15,7 @@ from spotter_shared.auth import TokenVerifier
 from spotter_shared.service import infra
 from spotter_shared.turnlock import TurnLock
 
-from . import agent, dev_auth, edges, errors, hitl, ops, sessions, studio, web
+from . import agent, coach, dev_auth, edges, errors, hitl, ops, sessions, studio, web
 from .middleware import RequestGuard
 from .ratelimit import RateLimits
 from .settings import GatewaySettings
@@ -41,7 +41,7 @@ def create_app(settings: GatewaySettings) -> FastAPI:
     errors.install(app)
     app.add_middleware(RequestGuard, max_body_bytes=settings.spotter_max_body_bytes, requests_total=ops.REQUESTS_TOTAL)
     for router in (ops.router, agent.router, hitl.router, hitl.audit_router, studio.router, sessions.router,
-                   dev_auth.router):
+                   coach.router, dev_auth.router):
         app.include_router(router)
     web.install(app, settings)
     # One server span per request, continuing the caller's `traceparent`; the bus carries it on.

@@ -17,6 +17,7 @@ from typing import Any
 
 import asyncpg
 
+from spotter_shared.contracts.coach import SessionEventOut
 from spotter_shared.contracts.events import ConversationEvent
 
 log = logging.getLogger(__name__)
@@ -40,8 +41,8 @@ StopRule = Callable[[LoggedEvent], bool]
 
 
 class LiveEvents:
-    """This replica's one subscription to every conversation's live events (the module-level
-    subscriber in edges.py), handed to the streams open here for that conversation."""
+    """This replica's one subscription to every conversation's (and every session's) live events (the
+    module-level subscribers in edges.py), handed to the streams open here for that log."""
 
     def __init__(self) -> None:
         self._feeds: dict[str, set[EventFeed]] = defaultdict(set)
@@ -57,8 +58,21 @@ class LiveEvents:
                 del self._feeds[feed.conversation_id]
 
     def deliver(self, envelope: ConversationEvent) -> None:
-        for feed in tuple(self._feeds.get(envelope.conversation_id, ())):
-            feed.offer(envelope)
+        """Same dump as the orchestrator stored, so live and replayed bytes are identical."""
+        data = envelope.event.model_dump(mode="json", exclude_none=True)
+        self._offer(envelope.conversation_id, LoggedEvent(seq=envelope.seq, turn_id=envelope.turn_id, type=data["type"], data=data))
+
+    def deliver_session(self, out: SessionEventOut) -> None:
+        self._offer(out.session_id, LoggedEvent(seq=out.sequence, turn_id=str(out.metadata.get("runId", "")),
+                                                type=out.event_type, data=session_data(out.content, out.metadata)))
+
+    def _offer(self, key: str, event: LoggedEvent) -> None:
+        for feed in tuple(self._feeds.get(key, ())):
+            feed.offer(event)
+
+
+def session_data(content: Any, metadata: Any) -> dict[str, Any]:
+    return {"content": content, "metadata": metadata}
 
 
 class EventFeed:
@@ -82,11 +96,9 @@ class EventFeed:
             self._live_events.detach(self)
             self._attached = False
 
-    def offer(self, envelope: ConversationEvent) -> None:
-        """A live event of this conversation. Same dump as the orchestrator stored, so live and
-        replayed bytes are identical; whether it is used is decided by the sequence (`_take_live`)."""
-        data = envelope.event.model_dump(mode="json", exclude_none=True)
-        self._live[envelope.seq] = LoggedEvent(seq=envelope.seq, turn_id=envelope.turn_id, type=data["type"], data=data)
+    def offer(self, event: LoggedEvent) -> None:
+        """A live event of this log; whether it is used is decided by the sequence (`_take_live`)."""
+        self._live[event.seq] = event
         self._wake.set()
 
     def _take_live(self, after: int) -> list[LoggedEvent]:
@@ -142,6 +154,24 @@ class EventFeed:
                         raise StreamIdle() from None
         finally:
             await self.close()
+
+
+class SessionFeed(EventFeed):
+    """The same feed over a seed 004 session's log (the coach's runs): sequence for seq, the run id
+    for the turn id, the event type for the SSE type."""
+
+    async def read_after(self, after: int) -> list[LoggedEvent]:
+        rows = await self._pool.fetch(
+            """SELECT sequence, event_type, content, metadata FROM session_events
+               WHERE session_id = $1 AND sequence > $2 ORDER BY sequence LIMIT 1000""",
+            uuid.UUID(self.conversation_id), after,
+        )
+        return [LoggedEvent(seq=r["sequence"], turn_id=str(_json(r["metadata"]).get("runId", "")), type=r["event_type"],
+                            data=session_data(_json(r["content"]), _json(r["metadata"]))) for r in rows]
+
+
+def _json(value: Any) -> Any:
+    return json.loads(value) if isinstance(value, str) else value
 
 
 class StreamIdle(Exception):

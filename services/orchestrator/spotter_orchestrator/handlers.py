@@ -1,5 +1,5 @@
 """What the orchestrator consumes, at module level: the five durable turn commands, the cancel
-broadcast, the admission request, pin/archive and the human activity bridge (what it sends is declared in edges.py). Each handler
+broadcast, the admission request, pin/archive, the human activity bridge and the member coach (what it sends is declared in edges.py). Each handler
 validates (its parameter is the contract), calls the core and acknowledges; the core knows
 nothing of NATS."""
 
@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Annotated, Any
 
@@ -23,22 +24,30 @@ from spotter_shared.contracts.commands import (
     SEND_MESSAGE, UNDO, Admission, AdmitCommand, CancelSuspended, CancelTurn, ConfirmTool, ConversationFlags,
     OrganizeConversation, PickTool, SendMessage, UndoTool,
 )
+from spotter_shared.contracts.coach import COACH_RUN, COACH_SESSION_CREATE, CoachRun, CreateCoachSession
 from spotter_shared.contracts.sessions import (
     RECORD_HUMAN_EVENTS, START_HUMAN_SESSION, STOP_HUMAN_SESSION, HumanSessionChanged, RecordedHumanEvents,
     RecordHumanEvents, StartHumanSession, StopHumanSession,
 )
+from spotter_shared.contracts.sessions import SessionView
+from spotter_shared.errors import SpotterError
 from spotter_shared.service import CORE, FromContext
 
+from .coach.runner import CoachRunner
 from .human import HumanBridge
 from .settings import OrchestratorSettings
 from .turns import Delivery, TurnRunner
+
+log = logging.getLogger(__name__)
 
 Core = Annotated[TurnRunner, FromContext(CORE)]
 Broker = Annotated[NatsBroker, FromContext("broker")]
 HUMAN = "human_bridge"
 Bridge = Annotated[HumanBridge, FromContext(HUMAN)]
+COACH = "coach"
+Coach = Annotated[CoachRunner, FromContext(COACH)]
 
-COMMAND_ENDPOINTS: tuple[Endpoint[Any, Any], ...] = (SEND_MESSAGE, CONFIRM_TOOL, PICK_TOOL, UNDO, CANCEL_SUSPENDED)
+COMMAND_ENDPOINTS: tuple[Endpoint[Any, Any], ...] = (SEND_MESSAGE, CONFIRM_TOOL, PICK_TOOL, UNDO, CANCEL_SUSPENDED, COACH_RUN)
 
 def durable_name(ep: Endpoint[Any, Any]) -> str:
     # One durable pull consumer per command subject on the commands stream, shared by replicas.
@@ -63,6 +72,20 @@ async def on_undo(body: UndoTool, msg: NatsMessage, core: Core, broker: Broker) 
 
 async def on_cancel_suspended(body: CancelSuspended, msg: NatsMessage, core: Core, broker: Broker) -> None:
     await _handle(msg, core, broker, lambda delivery: core.cancel_suspended(body, delivery))
+
+
+async def on_coach_run(body: CoachRun, msg: NatsMessage, core: Core, broker: Broker, coach: Coach) -> None:
+    async def run(_: Delivery) -> None:
+        try:
+            await coach.run(body)
+        except SpotterError as exc:  # a command that can never run (the session is not the caller's)
+            log.warning("coach run %s refused: %s", body.run_id, exc.message)
+
+    await _handle(msg, core, broker, run)
+
+
+async def on_coach_session(body: CreateCoachSession, coach: Coach) -> SessionView:
+    return await coach.create_session(body)
 
 
 async def on_cancel(body: CancelTurn, core: Core) -> None:
@@ -92,7 +115,7 @@ async def on_human_record(body: RecordHumanEvents, bridge: Bridge) -> RecordedHu
 
 HANDLERS: dict[str, Callable[..., Awaitable[None]]] = {
     SEND_MESSAGE.subject: on_send, CONFIRM_TOOL.subject: on_confirm, PICK_TOOL.subject: on_pick,
-    UNDO.subject: on_undo, CANCEL_SUSPENDED.subject: on_cancel_suspended,
+    UNDO.subject: on_undo, CANCEL_SUSPENDED.subject: on_cancel_suspended, COACH_RUN.subject: on_coach_run,
 }
 
 
@@ -113,6 +136,7 @@ def build_router(settings: OrchestratorSettings) -> NatsRouter:
     bus.subscriber(router, START_HUMAN_SESSION)(on_human_start)
     bus.subscriber(router, STOP_HUMAN_SESSION)(on_human_stop)
     bus.subscriber(router, RECORD_HUMAN_EVENTS)(on_human_record)
+    bus.subscriber(router, COACH_SESSION_CREATE)(on_coach_session)
     return router
 
 

@@ -12,7 +12,8 @@ from spotter_shared.service import Infra, run_app, service_app, service_broker
 from spotter_shared.turnlock import TurnLock
 
 from . import edges
-from .handlers import COMMAND_ENDPOINTS, HUMAN, build_router, durable_name
+from .coach.runner import CoachRunner
+from .handlers import COACH, COMMAND_ENDPOINTS, HUMAN, build_router, durable_name
 from .human import HumanBridge, IdleSweep
 from .model import ModelClient
 from .peers import Peers
@@ -33,6 +34,10 @@ def create_app(settings: OrchestratorSettings) -> FastStream:
         peers = Peers(rag_budget_s=settings.spotter_rag_budget_ms / 1000, tool_timeout_s=settings.spotter_tool_timeout_s)
         lock = TurnLock(infra.redis, settings.spotter_turn_lock_ttl_s)
         broker.context.set_global(HUMAN, HumanBridge(infra.pool))
+        broker.context.set_global(COACH, CoachRunner(
+            infra.pool, peers, model, lock, coach_model=settings.spotter_coach_model,
+            initializer_model=settings.spotter_coach_initializer_model, max_tokens=settings.spotter_coach_max_tokens,
+            tool_timeout_s=settings.spotter_tool_timeout_s, poll_s=min(1.0, settings.spotter_turn_lock_ttl_s / 6)))
         sweep = IdleSweep(infra.pool, idle_for=timedelta(seconds=settings.spotter_human_session_idle_s),
                           every_s=settings.spotter_human_session_sweep_s)
         sweep.start()

@@ -37,6 +37,11 @@ class ProviderError(Exception):
         self.message = message
 
 
+def is_gen5(model: str) -> bool:
+    """The 5.x generation: adaptive thinking, and no forced tool choice, sampling knobs or prefill."""
+    return bool(_GEN5.match(model))
+
+
 def thinking_param(model: str) -> dict[str, str] | None:
     # 5.x models think adaptively when `thinking` is omitted and reject `disabled`; between_tools
     # is the lowest setting. Older models keep thinking off by omitting the parameter.

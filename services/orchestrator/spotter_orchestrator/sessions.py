@@ -24,20 +24,21 @@ class Sessions(SessionReader):
     """A `SessionReader` that may also create, move and append."""
 
     async def create(self, *, source: str, user_id: str | None = None, status: SessionStatus = "draft",
-                     task_id: str | None = None, title: str | None = None,
+                     task_id: str | None = None, title: str | None = None, session_id: str | None = None,
                      metadata: Mapping[str, Any] | None = None, conn: asyncpg.Connection | None = None) -> SessionRecord:
-        """A new session in its first status (draft, pending or running) with its `session.created` event."""
+        """A new session in its first status (draft, pending or running) with its `session.created` event;
+        `session_id` when the caller allocated it (the gateway, for a coach session it answers at once)."""
         if status not in ("draft", "pending", "running"):
             raise IllegalTransition("new", status)
         async with self._connection(conn) as c, c.transaction():
             row = await c.fetchrow(
-                f"""INSERT INTO sessions (organization_id, user_id, session_type, status, source, task_id, title,
+                f"""INSERT INTO sessions (id, organization_id, user_id, session_type, status, source, task_id, title,
                                           metadata, started_at)
-                    VALUES ($1, $2, $3::session_type, $4::session_status, $5, $6, $7, $8::jsonb,
-                            CASE WHEN $4 = 'running' THEN now() END)
+                    VALUES (coalesce($9, gen_random_uuid()), $1, $2, $3::session_type, $4::session_status, $5, $6, $7,
+                            $8::jsonb, CASE WHEN $4 = 'running' THEN now() END)
                     RETURNING {SESSION_COLUMNS}""",
                 uuid.UUID(self.organization_id), as_uuid(user_id), self.session_type, status, source, as_uuid(task_id), title,
-                json.dumps(dict(metadata or {})),
+                dict(metadata or {}), as_uuid(session_id),
             )
             created = session_record(row)
             await self._append(c, created.id, [NewEvent("session.created", "system", metadata={"status": status, "source": source})])
@@ -66,6 +67,20 @@ class Sessions(SessionReader):
             record = await self.get(session_id, conn=c)
         assert record is not None
         return record
+
+    async def add_usage(self, session_id: str, usage: Mapping[str, int], cost_usd_micros: int, *,
+                        conn: asyncpg.Connection | None = None) -> None:
+        """Add one model call's tokens (by kind) and cost to the session's totals."""
+        async with self._connection(conn) as c:
+            await c.execute(
+                """UPDATE sessions SET cost_usd_micros = cost_usd_micros + $4,
+                          usage = (SELECT coalesce(jsonb_object_agg(k, coalesce((usage->>k)::bigint, 0) + v), '{}'::jsonb)
+                                     FROM jsonb_each_text($5::jsonb) AS t(k, v0), LATERAL (SELECT v0::bigint AS v) x)
+                                  || jsonb_build_object('calls', coalesce((usage->>'calls')::bigint, 0) + 1)
+                    WHERE id = $1 AND organization_id = $2 AND session_type = $3::session_type""",
+                as_uuid(session_id), uuid.UUID(self.organization_id), self.session_type, cost_usd_micros,
+                {k: int(v) for k, v in usage.items()},
+            )
 
     async def set_task(self, session_id: str, task_id: str | None, title: str | None, *,
                        conn: asyncpg.Connection | None = None) -> SessionRecord:

@@ -20,6 +20,10 @@ class OrchestratorSettings(CommonSettings):
     # decision 15); "seed" = seed 000's third system block, kept only for the benchmark's comparison.
     spotter_prompt_layout: Literal["cached", "seed"] = "cached"
     spotter_max_tokens: int = 4096
+    # Seed 003's member coach: its model and the initializer's (both priced in billing's rate card).
+    spotter_coach_model: str = "claude-haiku-5-5"
+    spotter_coach_initializer_model: str = "claude-haiku-5-5"
+    spotter_coach_max_tokens: int = 8192
     spotter_max_turns: int = 6  # model round trips per controller call (seed 000 MAX_TURNS)
     spotter_rag_budget_ms: int = 800
     spotter_tool_timeout_s: float = 30.0

@@ -27,9 +27,15 @@ from spotter_shared.contracts.tools import (
     UndoOutcome,
     UndoRequest,
 )
+from spotter_shared.contracts.coach import (
+    COACH_TOOL_CATALOG, COACH_TOOL_EXECUTE, CoachCatalog, CoachCatalogRequest, CoachToolCall, CoachToolResult,
+)
 from spotter_shared.service import CORE, FromContext
 
+from .coach.tools import CoachTools
 from .runner import ToolRunner
+
+COACH = "coach"
 
 
 async def tool_catalog(request: CatalogRequest, core: ToolRunner = FromContext(CORE)) -> ToolCatalog:
@@ -60,6 +66,14 @@ async def app_action(request: AppAction, core: ToolRunner = FromContext(CORE)) -
     return await core.app_action(request)
 
 
+async def coach_catalog(request: CoachCatalogRequest, coach: CoachTools = FromContext(COACH)) -> CoachCatalog:
+    return coach.catalog()
+
+
+async def coach_execute(call: CoachToolCall, coach: CoachTools = FromContext(COACH)) -> CoachToolResult:
+    return await coach.execute(call)
+
+
 def build_router(max_workers: int) -> NatsRouter:
     """The subscribers of every endpoint above. Built per app rather than at import, because how
     many requests a subject serves at once is a setting: calls run concurrently so that one slow
@@ -73,6 +87,8 @@ def build_router(max_workers: int) -> NatsRouter:
         (TOOL_RESOLVE, resolve_call),
         (TOOL_CLOSE, close_calls),
         (APP_ACTION, app_action),
+        (COACH_TOOL_EXECUTE, coach_execute),
     ):
         subscriber(router, endpoint, max_workers=max_workers)(handler)
+    subscriber(router, COACH_TOOL_CATALOG)(coach_catalog)
     return router

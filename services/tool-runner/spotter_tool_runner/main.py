@@ -8,7 +8,8 @@ from faststream import FastStream
 from spotter_shared.service import Infra, run_app, service_app, service_broker
 
 from . import edges
-from .handlers import build_router
+from .coach.tools import CoachTools
+from .handlers import COACH, build_router
 from .peers import Rag
 from .registry import Registry
 from .runner import ToolRunner
@@ -28,6 +29,7 @@ def create_app(settings: ToolRunnerSettings, *, registry: Registry = REGISTRY) -
     )
 
     async def make_core(infra: Infra) -> ToolRunner:
+        broker.context.set_global(COACH, CoachTools(infra.pool, infra.redis))
         return ToolRunner(infra.pool, registry, rag=rag)
 
     return service_app(SERVICE, settings, broker, make_core)

@@ -66,7 +66,9 @@ class SettleUsage(Contract):
     reservation_id: str = Field(description="Reservation to settle; a second settle under it charges nothing more.")
     organization_id: str = Field(description="Organization.")
     user_id: str = Field(description="User the turn belongs to.")
-    conversation_id: str = Field(description="Conversation whose lifetime totals grow.")
+    conversation_id: str | None = Field(
+        default=None, description="Conversation whose lifetime totals grow; null for calls outside an operator "
+        "conversation (the member coach keeps its session's totals itself).")
     model: str = Field(description="Model that answered.")
     usage: ModelUsage | None = Field(default=None, description="Usage reported by the provider.")
     count_message: bool = Field(default=False, description="Count one turn in ai_usage_daily.messages.")

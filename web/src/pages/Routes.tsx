@@ -10,9 +10,11 @@ import { Programs } from "./Programs";
 import { ProgramDetail } from "./ProgramDetail";
 import { Tasks } from "./Tasks";
 import { Analytics } from "./Analytics";
+import { Coach } from "../coach/Coach";
 import "./pages.css";
 
 const STAFF_ONLY = ["/members", "/tasks", "/analytics"];
+const MEMBER_ONLY = ["/coach"];
 
 export function home(isStaff: boolean): string {
   return isStaff ? "/members" : "/schedule";
@@ -24,6 +26,7 @@ export function Routes() {
   const path = pathname.length > 1 ? pathname.replace(/\/+$/, "") : pathname;
   const redirect =
     path === "/" || path === "/sign-in" || (!isStaff && STAFF_ONLY.some((p) => path === p || path.startsWith(p + "/")))
+      || (isStaff && MEMBER_ONLY.includes(path))
       ? home(isStaff)
       : null;
 
@@ -40,6 +43,7 @@ export function Routes() {
   if ((params = matchPath("/programs/:id", path))) return <ProgramDetail key={params.id} id={params.id} />;
   if (path === "/tasks") return <Tasks />;
   if (path === "/analytics") return <Analytics />;
+  if (path === "/coach") return <Coach />;
   return <NotFound />;
 }
 

@@ -7,17 +7,18 @@ import { useSession } from "../session";
 import { LanguageSelect } from "./LanguageSelect";
 import { WorkingOn } from "../activity/WorkingOn";
 import "../activity/activity.css";
-import { AnalyticsIcon, Logo, MembersIcon, ProgramsIcon, ScheduleIcon, SignOutIcon, TasksIcon } from "./icons";
+import { AnalyticsIcon, CoachIcon, Logo, MembersIcon, ProgramsIcon, ScheduleIcon, SignOutIcon, TasksIcon } from "./icons";
 import { initials } from "./SignIn";
 import "./shell.css";
 
-type NavItem = { to: string; label: MessageKey; icon: () => ReactNode; staffOnly: boolean };
+type NavItem = { to: string; label: MessageKey; icon: () => ReactNode; staffOnly: boolean; memberOnly?: boolean };
 export const NAV: NavItem[] = [
   { to: "/members", label: "shell.nav.members", icon: MembersIcon, staffOnly: true },
   { to: "/schedule", label: "shell.nav.schedule", icon: ScheduleIcon, staffOnly: false },
   { to: "/programs", label: "shell.nav.programs", icon: ProgramsIcon, staffOnly: false },
   { to: "/tasks", label: "shell.nav.tasks", icon: TasksIcon, staffOnly: true },
   { to: "/analytics", label: "shell.nav.analytics", icon: AnalyticsIcon, staffOnly: true },
+  { to: "/coach", label: "coach.nav", icon: CoachIcon, staffOnly: false, memberOnly: true },
 ];
 
 const TitleContext = createContext<(title: string | null) => void>(() => {});
@@ -64,7 +65,7 @@ export function Shell({ children }: { children: ReactNode }) {
   const pathname = usePathname();
   const mainRef = useRef<HTMLElement>(null);
   const first = useRef(true);
-  const items = NAV.filter((n) => isStaff || !n.staffOnly);
+  const items = NAV.filter((n) => (isStaff ? !n.memberOnly : !n.staffOnly));
   const section = sectionOf(pathname);
   const detail = section && pathname !== section.to && matchPath(`${section.to}/:id`, pathname);
 

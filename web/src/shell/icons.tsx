@@ -25,6 +25,9 @@ export const TasksIcon = () => (
 export const AnalyticsIcon = () => (
   <Icon><path d="M4 20V10M10 20V4M16 20v-7M21 20H3" /></Icon>
 );
+export const CoachIcon = () => (
+  <Icon><path d="M5.5 4h13A2.5 2.5 0 0 1 21 6.5v8a2.5 2.5 0 0 1-2.5 2.5H11l-4.5 3.5V17h-1A2.5 2.5 0 0 1 3 14.5v-8A2.5 2.5 0 0 1 5.5 4Z" /><path d="M8.5 10.5h7M7 9v3M17 9v3" /></Icon>
+);
 export const SignOutIcon = () => (
   <Icon size={16}><path d="M14 4h3.5A2.5 2.5 0 0 1 20 6.5v11a2.5 2.5 0 0 1-2.5 2.5H14" /><path d="M10 16.5 5.5 12 10 7.5M5.5 12H15" /></Icon>
 );
