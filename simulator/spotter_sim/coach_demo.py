@@ -186,12 +186,12 @@ class _Policy:
         if step.name == "swap_exercise":
             new = (tool_input.get("new_exercise") or {}).get("exercise_name") or "the new exercise"
             old = self._old_name(step) or "that exercise"
-            return say("swapped", lang, old=old, new=new), step.artifact_id
+            return say("swapped", lang, old=old, new=new), self._delivered(step)
         if step.name == "adjust_exercise":
             name = self._old_name(step) or "that exercise"
-            return say("adjusted", lang, name=name, change=_describe(tool_input.get("adjustments") or {})), step.artifact_id
+            return say("adjusted", lang, name=name, change=_describe(tool_input.get("adjustments") or {})), self._delivered(step)
         if step.name == "remove_exercise":
-            return say("removed", lang, name=self._old_name(step) or "that exercise"), step.artifact_id
+            return say("removed", lang, name=self._old_name(step) or "that exercise"), self._delivered(step)
         if step.name == "log_workout":
             count = len(tool_input.get("completed_exercises") or [])
             found = re.search(r"(\d+)\s+(?:of\s+\d+\s+)?exercises?", step.body)
@@ -215,6 +215,11 @@ class _Policy:
                 shown = "; ".join(lines[:3]) + ("…" if len(lines) > 3 else ".")
             return say("history", lang, days=days, summary=shown), None
         return (result_text(step) or "Done."), step.artifact_id
+
+    def _delivered(self, step: Step) -> str | None:
+        """The revised workout to deliver after a change: the artifact its result (or the app's artifact
+        block after it) names."""
+        return step.artifact_id or self.ex.artifact_id
 
     def _old_name(self, step: Step) -> str | None:
         """The exercise a swap/adjust/remove touched, as the result or the workout before it names it."""

@@ -110,14 +110,101 @@ def check_workout(tool_input: dict[str, Any]) -> dict[str, Any]:
 
 # --- a conversation with the coach, through the simulator's own entry point ---------------------------
 
-
-def listing(exercises: list[dict[str, Any]], ids: list[str]) -> str:
-    return "\n".join(f"{n}. {e['exercise_name']} ({e['exercise_type']}) id={i}"
-                     for n, (e, i) in enumerate(zip(exercises, ids), start=1))
+try:  # the tool-runner's own input models, when this checkout has them: the demo must never drift from them
+    from spotter_tool_runner.coach.tools import BY_NAME as RUNNER_TOOLS
+except ImportError:  # pragma: no cover
+    RUNNER_TOOLS = None
 
 
 def wrapped(tool: str, text: str, status: str = "success") -> str:
     return f'<tool_result tool="{tool}" status="{status}">\n{text}\n</tool_result>'
+
+
+class Studio:
+    """The coach's tools as the tool-runner answers them (seed 003 §6), in memory: the workout with
+    server ids, the revised artifact after each change, the result texts and their wrapper."""
+
+    def __init__(self) -> None:
+        self.workout: dict[str, Any] | None = None
+        self.ids = count(1)
+        self.history = "No workouts logged in the last 30 days."
+
+    def listing(self) -> list[str]:
+        assert self.workout is not None
+        return [f"{e['order']}. {e['exercise_name']} ({e['exercise_type']}) id={e['id']} — dose"
+                for e in self.workout["exercises"]]
+
+    def artifact(self) -> str:
+        assert self.workout is not None
+        listed = "\n".join(self.listing())
+        return (f'<artifact type="exercise_list" id="{ART}">\n{self.workout["title"]} — '
+                f'{len(self.workout["exercises"])} exercises, muscles: Chest\n{listed}\n</artifact>')
+
+    def find(self, ref: str) -> dict[str, Any]:
+        assert self.workout is not None
+        for e in self.workout["exercises"]:
+            if e["id"] == ref or (ref.isdigit() and e["order"] == int(ref)):
+                return e
+        raise LookupError(f"No exercise {ref!r} in the current workout.")
+
+    def renumber(self, exercises: list[dict[str, Any]]) -> None:
+        assert self.workout is not None
+        self.workout["exercises"] = [{**e, "order": i} for i, e in enumerate(exercises, start=1)]
+
+    def run(self, name: str, args: dict[str, Any]) -> tuple[str, bool, list[str]]:
+        """(result text, ok, text blocks the app adds after the result)."""
+        try:
+            return self._run(name, args)
+        except LookupError as exc:
+            return str(exc), False, []
+
+    def _run(self, name: str, args: dict[str, Any]) -> tuple[str, bool, list[str]]:
+        if name == "message_notify_user":
+            art = args.get("artifact_id")
+            return "Message delivered" + (f" with artifact {art}." if art else "."), True, []
+        if name == "message_ask_user":
+            return "Question sent; the run ends until the member answers.", True, []
+        if name == "idle":
+            return "Idle.", True, []
+        if name == "fetch_data":
+            return f'<knowledge source="workout_history">\n{self.history}\n</knowledge>', True, []
+        if name == "set_current_location":
+            return "Current location is now Home Gym (Dumbbells, Bench).", True, []
+        if name == "generate_workout":
+            workout = json.loads(json.dumps(args["workout"]))
+            for e in workout["exercises"]:
+                e["id"] = f"ex-{next(self.ids)}"
+            self.workout = workout
+            return "\n".join([f'Created workout {ART}: "{workout["title"]}" with {len(workout["exercises"])} exercises.',
+                              *self.listing(),
+                              f"IMPORTANT: You MUST now call message_notify_user with artifact_id={ART} to deliver it."]), \
+                True, [self.artifact()]
+        if self.workout is None:
+            raise LookupError("There is no active workout in this session. Generate one first (generate_workout).")
+        old = self.find(args["exercise_id"]) if "exercise_id" in args else None
+        exercises = self.workout["exercises"]
+        if name == "swap_exercise":
+            assert old is not None
+            new = {**args["new_exercise"], "order": old["order"], "id": f"ex-{next(self.ids)}"}
+            self.renumber([new if e is old else e for e in exercises])
+            text = f"Swapped {old['exercise_name']} for {new['exercise_name']} in {ART}."
+        elif name == "adjust_exercise":
+            assert old is not None
+            self.renumber([{**e, **args["adjustments"]} if e is old else e for e in exercises])
+            before = {k: old.get(k) for k in args["adjustments"]}
+            text = f"Adjusted {old['exercise_name']}: {json.dumps(args['adjustments'])} (was {json.dumps(before)})."
+        elif name == "remove_exercise":
+            assert old is not None
+            self.renumber([e for e in exercises if e is not old])
+            text = f"Removed {old['exercise_name']}."
+        else:
+            assert name == "log_workout"
+            done = {self.find(c["exercise_id"])["id"] for c in args["completed_exercises"] if c["completed"]}
+            title, total = self.workout["title"], len(exercises)
+            self.workout = None
+            return (f'Logged {len(done)} of {total} exercises of "{title}" to the member\'s history; '
+                    "the workout is closed."), True, []
+        return "\n".join([text, *self.listing()]), True, [self.artifact()]
 
 
 class CoachChat:
@@ -126,10 +213,11 @@ class CoachChat:
         self.model = model
         self.system = system or [{"type": "text", "text": "You are Spotter's member coach."}]
         self.messages: list[dict[str, Any]] = []
-        if words is not None:
-            self.say(words)
+        self.studio = Studio()
         self.turn: Turn | None = None
         self._ids = count(1)
+        if words is not None:
+            self.say(words)
 
     def say(self, words: str | list[dict[str, Any]]) -> None:
         content = [{"type": "text", "text": words}] if isinstance(words, str) else words
@@ -144,49 +232,65 @@ class CoachChat:
                 "tools": COACH_TOOLS, "tool_choice": choice}
 
     def call(self) -> tuple[str, dict[str, Any]]:
+        """The one tool call the coach makes next (valid input for the real tool)."""
         decision = decide(self.body(), ScriptStore())
         self.turn = decision.turn
         assert decision.kind == "agent" and decision.script_id is None
         assert self.turn.text is None, self.turn.text  # never plain text
         assert len(self.turn.tool_uses) == 1, self.turn.tool_uses
         use = self.turn.tool_uses[0]
+        if RUNNER_TOOLS is not None:
+            RUNNER_TOOLS[use.name].input.model_validate(use.input)
+        if use.name == "generate_workout":
+            check_workout(use.input)
+        if use.name == "swap_exercise":
+            check_exercise(use.input["new_exercise"])
         return use.name, use.input
 
-    def answer(self, text: str, status: str = "success") -> None:
+    def answer(self, text: str, status: str = "success", after: list[str] = ()) -> None:
+        """Record the call with this result (and the app's blocks after it)."""
         assert self.turn is not None
         use = self.turn.tool_uses[0]
         call_id = f"toolu_{next(self._ids)}"
         self.messages.append({"role": "assistant", "content": [
             {"type": "tool_use", "id": call_id, "name": use.name, "input": use.input}]})
-        self.messages.append({"role": "user", "content": [
-            {"type": "tool_result", "tool_use_id": call_id, "content": wrapped(use.name, text, status)}]})
+        result: dict[str, Any] = {"type": "tool_result", "tool_use_id": call_id, "content": wrapped(use.name, text, status)}
+        if status == "error":
+            result["is_error"] = True
+        self.messages.append({"role": "user", "content": [result, *({"type": "text", "text": t} for t in after)]})
+
+    def run(self) -> None:
+        """The studio runs the call just made."""
+        assert self.turn is not None
+        use = self.turn.tool_uses[0]
+        text, ok, after = self.studio.run(use.name, use.input)
+        self.answer(text, "success" if ok else "error", after)
 
     def finish(self, expect_artifact: str | None = None) -> str:
-        """notify (then idle): the message the member reads."""
+        """notify, then idle: the message the member reads."""
         name, given = self.call()
         assert name == "message_notify_user", (name, given)
         assert isinstance(given["message"], str) and given["message"]
         assert given.get("artifact_id") == expect_artifact
-        self.answer("Message delivered.")
+        self.run()
         assert self.call()[0] == "idle"
-        self.answer("Idle.")
+        self.run()
         return given["message"]
 
-    def workout(self, words: str = "give me a chest workout") -> tuple[dict[str, Any], list[str]]:
-        """Run a whole workout exchange; the workout and its exercise ids."""
+    def exchange(self, words: str, tool: str, expect_artifact: str | None = None) -> tuple[dict[str, Any], str]:
+        """A whole exchange: the words, the call (run by the studio), notify, idle."""
         self.say(words)
         name, given = self.call()
-        assert name == "generate_workout"
-        workout = check_workout(given)
-        ids = [f"0000000{n}-aaaa-4bbb-8ccc-ddddeeeeffff" for n in range(1, len(workout["exercises"]) + 1)]
-        self.answer(f'Created workout {ART}: "{workout["title"]}" with {len(ids)} exercises.\n'
-                    f'{listing(workout["exercises"], ids)}\n'
-                    f"IMPORTANT: You MUST now call message_notify_user with artifact_id={ART} to deliver it.")
-        self.finish(expect_artifact=ART)
-        return workout, ids
+        assert name == tool, (name, given)
+        self.run()
+        return given, self.finish(expect_artifact)
+
+    def exercises(self) -> list[dict[str, Any]]:
+        assert self.studio.workout is not None
+        return self.studio.workout["exercises"]
 
 
-GOALS = '<knowledge source="category_goals">\nActive goals:\n- Strength (priority 1)\n- Endurance (priority 2)\n</knowledge>'
+GOALS = '<knowledge source="category_goals">\nPriority 1–5, 5 highest:\n- endurance: 3\n- strength: 5\n</knowledge>'
 
 
 @pytest.mark.parametrize(("words", "part", "most"), [
@@ -200,114 +304,104 @@ GOALS = '<knowledge source="category_goals">\nActive goals:\n- Strength (priorit
     ("хочу тренировку на спину", "back", 6),
 ])
 def test_a_workout_request_gets_a_valid_workout_then_the_artifact_then_idle(words: str, part: str, most: int) -> None:
-    chat = CoachChat(words)
-    name, given = chat.call()
-    assert name == "generate_workout"
-    workout = check_workout(given)
+    chat = CoachChat()
+    given, message = chat.exchange(words, "generate_workout", expect_artifact=ART)
+    workout = given["workout"]
     assert len(workout["exercises"]) <= most
     assert workout["exercises"][0]["exercise_name"] in PARTS[part]
-    chat.answer(f'Created workout {ART}: "{workout["title"]}" with {len(workout["exercises"])} exercises.\n'
-                f'{listing(workout["exercises"], ["x"] * len(workout["exercises"]))}\n'
-                f"IMPORTANT: You MUST now call message_notify_user with artifact_id={ART} to deliver it.")
-    message = chat.finish(expect_artifact=ART)
     assert workout["title"] in message
 
 
 def test_the_workout_serves_the_members_goals_and_units() -> None:
-    user_data = ("<user_data>\n<unit_preferences>\nWeight: lb\nDistance: mi\n</unit_preferences>\n<current_location>\n"
-                 "Location: Home Gym\nEquipment:\n  - Dumbbells (free_weights): 10, 20, 30lb\n</current_location>\n</user_data>")
+    user_data = ("<user_data>\n<unit_preferences>\nWeight: lb\nDistance: mi\n</unit_preferences>\n\n<body_stats>\n"
+                 "Weight: 180lb\n</body_stats>\n\n<current_location>\nLocation: Home Gym\nEquipment:\n"
+                 "  - Dumbbells (free_weights): 10, 20, 30lb\n</current_location>\n</user_data>")
     system = [{"type": "text", "text": "You are Spotter's member coach."}, {"type": "text", "text": user_data}]
     chat = CoachChat([{"type": "text", "text": "chest workout please"}, {"type": "text", "text": GOALS}], system=system)
-    workout = check_workout(chat.call()[1])
+    workout = chat.call()[1]["workout"]
     for ex in workout["exercises"]:
-        assert [g["goal"] for g in ex["goals_addressed"]] == ["strength", "endurance"]
+        assert [g["goal"] for g in ex["goals_addressed"]] == ["strength", "endurance"]  # by priority
         if "load_each" in ex:
             assert ex["load_unit"] == "lb" and set(ex["load_each"]) <= {10, 20, 30}
     assert any("load_each" in ex for ex in workout["exercises"])
+    assert "strength" in workout["description"]
 
 
 def test_no_equipment_means_bodyweight_and_a_pull_up_bar_is_used_when_the_location_has_one() -> None:
-    workout = check_workout(CoachChat("full body workout, no equipment").call()[1])
+    workout = CoachChat("full body workout, no equipment").call()[1]["workout"]
     assert all(CATALOGUE[e["exercise_name"]].equipment in ("bodyweight", "outdoors") for e in workout["exercises"])
     system = [{"type": "text", "text": "coach"}, {"type": "text", "text": (
         "<user_data>\n<current_location>\nLocation: Park\nEquipment:\n  - Pull-up Bar\n</current_location>\n</user_data>")}]
-    workout = check_workout(CoachChat("back workout", system=system).call()[1])
+    workout = CoachChat("back workout", system=system).call()[1]["workout"]
     names = [e["exercise_name"] for e in workout["exercises"]]
     assert "Pull-up" in names and not any(CATALOGUE[n].equipment == "dumbbells" for n in names)
 
 
-def test_swap_by_number_names_the_new_exercise_and_delivers_the_updated_artifact() -> None:
-    chat = CoachChat("hi")
+def test_swaps_act_on_the_workout_as_it_now_is() -> None:
+    chat = CoachChat()
+    chat.say("hi")  # an earlier exchange in the same session
     chat.finish()
-    workout, ids = chat.workout()
+    chat.exchange("give me a chest workout", "generate_workout", expect_artifact=ART)
+    before = [e["exercise_name"] for e in chat.exercises()]
+
     chat.say("swap 2 for dips")
     name, given = chat.call()
-    assert name == "swap_exercise" and given["exercise_id"] == ids[1]
-    check_exercise(given["new_exercise"], order=2)
-    assert given["new_exercise"]["exercise_name"] == "Bench Dip" and given["reason"]
-    chat.answer(f'Swapped {workout["exercises"][1]["exercise_name"]} for Bench Dip in {ART} (new id=99999999-0000).')
-    message = chat.finish(expect_artifact=ART)
-    assert workout["exercises"][1]["exercise_name"] in message and "Bench Dip" in message
+    assert name == "swap_exercise" and given["exercise_id"] == chat.exercises()[1]["id"]
+    assert given["new_exercise"]["exercise_name"] == "Bench Dip" and given["new_exercise"]["order"] == 2 and given["reason"]
+    chat.run()
+    message = chat.finish(expect_artifact=ART)  # the revised workout is delivered again
+    assert before[1] in message and "Bench Dip" in message
+
+    # the next edit uses the swapped exercise's new id, from the revised artifact
+    chat.say("make the dips harder")
+    name, given = chat.call()
+    assert name == "adjust_exercise" and given["exercise_id"] == chat.exercises()[1]["id"] != "ex-2"
+    assert given["adjustments"] == {"sets": 4, "reps": [12] * 4}  # the swap's own sets and reps, one set more
+    chat.run()
+    assert "Bench Dip" in chat.finish(expect_artifact=ART)
 
 
 def test_swap_by_name_keeps_the_type_and_works_similar_muscles() -> None:
     chat = CoachChat()
-    workout, ids = chat.workout("give me a chest workout")
-    plank = next(i for i, e in enumerate(workout["exercises"]) if e["exercise_name"] == "Plank")
+    chat.exchange("give me a chest workout", "generate_workout", expect_artifact=ART)
+    plank = next(e for e in chat.exercises() if e["exercise_name"] == "Plank")
     chat.say("can you replace the plank with something else?")
     name, given = chat.call()
-    assert name == "swap_exercise" and given["exercise_id"] == ids[plank]
+    assert name == "swap_exercise" and given["exercise_id"] == plank["id"]
     new = given["new_exercise"]
-    check_exercise(new, order=plank + 1)
-    assert new["exercise_type"] == "hold" and new["exercise_name"] != "Plank"
+    assert new["exercise_type"] == "hold" and new["exercise_name"] != "Plank" and new["order"] == plank["order"]
     assert "Abs" in {m["muscle"] for m in new["muscles_utilized"]}
 
 
 def test_adjust_remove_and_log() -> None:
     chat = CoachChat()
-    workout, ids = chat.workout("give me a chest workout")
-    names = [e["exercise_name"] for e in workout["exercises"]]
+    chat.exchange("give me a chest workout", "generate_workout", expect_artifact=ART)
+    names = [e["exercise_name"] for e in chat.exercises()]
+    ids = [e["id"] for e in chat.exercises()]
 
-    chat.say("4 sets of push-ups")
-    name, given = chat.call()
-    push = names.index("Push-up")
-    assert name == "adjust_exercise" and given["exercise_id"] == ids[push]
+    given, message = chat.exchange("4 sets of push-ups", "adjust_exercise", expect_artifact=ART)
+    assert given["exercise_id"] == ids[names.index("Push-up")]
     assert given["adjustments"]["sets"] == 4 and given["adjustments"]["reps"] == [12] * 4
-    chat.answer("Adjusted Push-up: sets 3 → 4.")
-    assert "Push-up" in chat.finish()
+    assert "Push-up" in message
 
-    chat.say("make the plank harder")
-    name, given = chat.call()
-    assert name == "adjust_exercise" and given["exercise_id"] == ids[names.index("Plank")]
-    assert given["adjustments"] == {"hold_sec": [60, 60, 60]}
-    chat.answer("Adjusted Plank.")
-    chat.finish()
+    given, _ = chat.exchange("make the plank harder", "adjust_exercise", expect_artifact=ART)
+    assert given == {"exercise_id": ids[names.index("Plank")], "adjustments": {"hold_sec": [60, 60, 60]}}
 
-    chat.say("12 reps on 1")
-    name, given = chat.call()
-    assert name == "adjust_exercise" and given == {"exercise_id": ids[0], "adjustments": {"reps": [12] * 4}}
-    chat.answer("Adjusted.")
-    chat.finish()
+    given, _ = chat.exchange("12 reps on 1", "adjust_exercise", expect_artifact=ART)
+    assert given == {"exercise_id": ids[0], "adjustments": {"reps": [12] * 4}}
 
-    chat.say("drop the burpees")
-    name, given = chat.call()
-    assert name == "remove_exercise" and given["exercise_id"] == ids[names.index("Burpee Intervals")] and given["reason"]
-    chat.answer("Removed Burpee Intervals. 4 exercises remain.")
-    assert "Burpee Intervals" in chat.finish()
+    given, message = chat.exchange("drop the burpees", "remove_exercise", expect_artifact=ART)
+    assert given["exercise_id"] == ids[names.index("Burpee Intervals")] and given["reason"]
+    assert "Burpee Intervals" in message
 
-    chat.say("remove 2")
-    assert chat.call() == ("remove_exercise", {"exercise_id": ids[1], "reason": "Member asked to remove it."})
-    chat.answer("Removed.")
-    assert names[1] in chat.finish()  # the result did not name it: the workout did
+    given, message = chat.exchange("remove 2", "remove_exercise", expect_artifact=ART)
+    assert given == {"exercise_id": ids[1], "reason": "Member asked to remove it."} and names[1] in message
 
-    chat.say("done! that was tough")
-    name, given = chat.call()
-    assert name == "log_workout"
-    left = [i for n, i in zip(names, ids) if n not in ("Burpee Intervals", names[1])]
+    left = [e["id"] for e in chat.exercises()]
+    given, message = chat.exchange("done! that was tough", "log_workout")
     assert given["completed_exercises"] == [{"exercise_id": i, "completed": True} for i in left]
     assert given["workout_notes"] == "done! that was tough"
-    chat.answer("Logged 3 of 3 exercises to history.")
-    assert "3" in chat.finish()
+    assert f"{len(left)} exercises" in message
 
     chat.say("log it")  # the workout was logged: nothing left to log
     name, given = chat.call()
@@ -315,37 +409,41 @@ def test_adjust_remove_and_log() -> None:
 
 
 def test_the_current_workout_from_the_app_is_what_edits_act_on() -> None:
-    current = ('<knowledge source="current_workout">\nWorkout: Morning Legs\n1. Goblet Squat (reps) id=aaa-1\n'
-               "2. Reverse Lunge (reps) id=aaa-2\n3. Wall Sit (hold) id=aaa-3\n</knowledge>")
+    # as the orchestrator writes it: the workout's text escaped, then escaped again inside the knowledge block
+    current = ('<knowledge source="current_workout">\nTitle: Morning Legs\n1. Goblet Squat (reps) id=aaa-1\n'
+               "2. Reverse Lunge (reps) id=aaa-2\n3. Farmer&amp;#x27;s Carry Hold (hold) id=aaa-3\n</knowledge>")
     chat = CoachChat([{"type": "text", "text": "swap the lunges"}, {"type": "text", "text": current}])
     name, given = chat.call()
-    assert name == "swap_exercise" and given["exercise_id"] == "aaa-2"
+    assert name == "swap_exercise" and given["exercise_id"] == "aaa-2" and given["new_exercise"]["order"] == 2
     assert given["new_exercise"]["exercise_type"] == "reps" and given["new_exercise"]["exercise_name"] != "Reverse Lunge"
-    check_exercise(given["new_exercise"], order=2)
+    chat = CoachChat([{"type": "text", "text": "skip the farmer's carry"}, {"type": "text", "text": current}])
+    assert chat.call() == ("remove_exercise", {"exercise_id": "aaa-3", "reason": "Member asked to remove it."})
+    chat = CoachChat([{"type": "text", "text": "finished!"}, {"type": "text", "text": current}])
+    assert [c["exercise_id"] for c in chat.call()[1]["completed_exercises"]] == ["aaa-1", "aaa-2", "aaa-3"]
 
 
-def test_an_edit_without_a_workout_in_sight_uses_the_order_number() -> None:
-    assert CoachChat("swap 3").call()[1]["exercise_id"] == "3"
+def test_an_edit_without_a_workout_in_sight_uses_the_order_number_and_the_error_is_explained() -> None:
+    chat = CoachChat("swap 3")
+    name, given = chat.call()
+    assert name == "swap_exercise" and given["exercise_id"] == "3"
+    chat.run()  # no workout in the studio either
+    name, given = chat.call()
+    assert name == "message_notify_user" and "There is no active workout in this session" in given["message"]
+    assert "artifact_id" not in given
+    chat.run()
+    assert chat.call()[0] == "idle"
+
     assert CoachChat("remove exercise 2").call() == ("remove_exercise", {"exercise_id": "2", "reason": "Member asked to remove it."})
     name, given = CoachChat("swap the squats").call()
     assert name == "message_ask_user" and given["options"]
 
 
-def test_a_failed_call_is_explained_then_idle() -> None:
-    chat = CoachChat("swap 3")
-    chat.call()
-    chat.answer("No active workout for this session.", status="error")
-    name, given = chat.call()
-    assert name == "message_notify_user" and "No active workout for this session." in given["message"]
-    assert "artifact_id" not in given
-    chat.answer("Message delivered.")
-    assert chat.call()[0] == "idle"
-
+def test_a_refused_workout_is_explained() -> None:
     chat = CoachChat("leg day")
     chat.call()
-    chat.answer("Invalid workout format: exercises.0.reps must have one value per set", status="error")
+    chat.answer("workout.exercises.0.reps: reps must have one value per set (sets=4, got 3)", status="error")
     name, given = chat.call()
-    assert name == "message_notify_user" and "Invalid workout format" in given["message"]
+    assert name == "message_notify_user" and "reps must have one value per set" in given["message"]
 
 
 @pytest.mark.parametrize("words", ["help", "?", "what should I do", "hmm"])
@@ -363,24 +461,26 @@ def test_anything_else_is_a_short_answer_then_idle(words: str, expect: str) -> N
 
 
 def test_progress_and_location() -> None:
-    chat = CoachChat("how is my progress?")
-    assert chat.call() == ("fetch_data", {"sources": ["workout_history"], "params": {"workout_history": {"days_back": 30}}})
-    chat.answer("- 2031-02-01 Chest Workout (5 exercises)\n- 2031-02-03 Leg Day (5 exercises)")
-    assert "Leg Day" in chat.finish()
-    assert CoachChat("what did I do this week?").call()[1]["params"]["workout_history"]["days_back"] == 7
+    chat = CoachChat()
+    chat.studio.history = ("Workouts in the last 30 days (2), newest first:\n2031-02-03 Mon: Leg Day\n"
+                           "  - Goblet Squat: 4×10 @ 16kg\n2031-02-01 Sat: Chest Workout\n  - Push-up: 3×12")
+    given, message = chat.exchange("how is my progress?", "fetch_data")
+    assert given == {"sources": ["workout_history"], "params": {"workout_history": {"days_back": 30}}}
+    assert "2031-02-03 Mon: Leg Day; 2031-02-01 Sat: Chest Workout" in message
+    chat.studio.history = "No workouts logged in the last 7 days."
+    given, message = chat.exchange("what did I do this week?", "fetch_data")
+    assert given["params"]["workout_history"]["days_back"] == 7 and "build one" in message
 
-    chat = CoachChat("switch to my home gym")
-    assert chat.call() == ("set_current_location", {"location_name": "home gym"})
-    chat.answer('Current location set to "Home Gym" (12 equipment items).')
-    assert "Home Gym" in chat.finish()
+    given, message = chat.exchange("switch to my home gym", "set_current_location")
+    assert given == {"location_name": "home gym"} and "Home Gym" in message
 
     # a location and a workout in one breath: the location first, then the workout, then the artifact
-    chat = CoachChat("I'm at the hotel gym today, give me a quick workout")
+    chat.say("I'm at the hotel gym today, give me a quick workout")
     assert chat.call() == ("set_current_location", {"location_name": "hotel gym"})
-    chat.answer('Current location set to "Hotel Gym".')
+    chat.run()
     name, given = chat.call()
-    assert name == "generate_workout" and len(check_workout(given)["exercises"]) == 3
-    chat.answer(f'Created workout {ART}: "{given["workout"]["title"]}" with 3 exercises.')
+    assert name == "generate_workout" and len(given["workout"]["exercises"]) == 3
+    chat.run()
     chat.finish(expect_artifact=ART)
     assert CoachChat("switch to a leg workout").call()[0] == "generate_workout"
 
@@ -388,26 +488,26 @@ def test_progress_and_location() -> None:
 def test_the_demo_never_loops() -> None:
     chat = CoachChat("chest workout")
     chat.call()
-    chat.answer(f'Created workout {ART}: "Chest Workout" with 5 exercises.')
+    chat.run()
     assert chat.call()[0] == "message_notify_user"
-    chat.answer("Message delivered.")
+    chat.run()
     for _ in range(3):  # whatever comes back, the exchange is over
         assert chat.call()[0] == "idle"
-        chat.answer("Idle.")
+        chat.run()
 
 
 def test_app_blocks_and_corrections_are_not_the_members_words() -> None:
     chat = CoachChat([
         {"type": "text", "text": "give me a back workout"},
         {"type": "text", "text": GOALS},
-        {"type": "text", "text": '<artifact type="exercise_list" id="art_old">\nOld thing\n</artifact>'},
+        {"type": "text", "text": '<artifact type="exercise_list" id="art_old">\nOld — 1 exercises\n</artifact>'},
         {"type": "text", "text": "<current_workout>\n1. Plank (hold) id=p-1\n</current_workout>"},
     ])
     assert latest_user_text(chat.messages) == "give me a back workout"
     # a reply without a tool call, and the orchestrator's correction after it
     chat.messages.append({"role": "assistant", "content": [{"type": "text", "text": "Sure, here's a plan…"}]})
     chat.messages.append({"role": "user", "content": [{"type": "text", "text": (
-        "<coach_correction>You must respond with a tool call.</coach_correction>")}]})
+        "<coach_correction>Your last reply had no tool call.</coach_correction>")}]})
     assert latest_user_text(chat.messages) == "give me a back workout" and exchange_progress(chat.messages) == 1
     name, given = chat.call()
     assert name == "generate_workout" and given["workout"]["exercises"][0]["exercise_name"] in PARTS["back"]

@@ -20,7 +20,7 @@ from .settings import GatewaySettings
 # The client-side routes (web/src/router.tsx): a reload or a shared link lands on the app.
 APP_ROUTES = (
     "/", "/sign-in", "/members", "/members/{membershipId}", "/schedule", "/programs", "/programs/{programId}",
-    "/tasks", "/analytics",
+    "/tasks", "/analytics", "/coach",
 )
 
 NOT_BUILT = """<!doctype html>
