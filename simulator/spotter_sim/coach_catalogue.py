@@ -208,7 +208,7 @@ _QUICK_RE = re.compile(r"\b(?:quick|short|fast|brief|express|mini)\b|קצר|מה
 _LONG_RE = re.compile(r"\b(?:long|big|intense|full\s+hour)\b|ארוך|длинн", re.I)
 _MINUTES_RE = re.compile(r"(\d{1,3})\s*(?:-\s*)?(?:min(?:ute)?s?\b|דקות|мин)", re.I)
 _BODYWEIGHT_RE = re.compile(
-    r"\b(?:no\s+equipment|without\s+equipment|bodyweight|body\s+weight|no\s+weights|at\s+home|hotel\s+room)\b"
+    r"\b(?:no\s+equipment|without\s+equipment|bodyweight|body\s+weight|no\s+weights|hotel\s+room)\b"
     r"|בלי\s+ציוד|без\s+оборудован", re.I)
 
 _EQUIPMENT_WORDS = {

@@ -27,8 +27,6 @@ from .turns import ToolUseSpec, Turn
 
 COACH_TOOL = "generate_workout"
 MAX_STEPS = 6  # the orchestrator stops at 10 iterations; the demo is done long before
-ACTIONS = ("generate_workout", "swap_exercise", "adjust_exercise", "remove_exercise", "log_workout", "fetch_data",
-           "set_current_location")
 
 
 def is_coach(body: dict[str, Any]) -> bool:
@@ -43,7 +41,7 @@ def respond(body: dict[str, Any]) -> Turn:
 # --- the member's words ------------------------------------------------------------------------------
 
 _WORKOUT_NOUN_RE = re.compile(
-    r"\b(?:work\s?outs?|routines?|sessions?|training|train|exercises?|leg\s+day|wod|circuit|program(?:me)?|plan)\b"
+    r"\b(?:work\s?outs?|routines?|sessions?|training|train|exercises?|leg\s+day|wod|circuit|program(?:me)?)\b"
     r"|אימון|אימונים|להתאמן|тренировк|потренир|упражнен", re.I)
 _GEN_VERB_RE = GEN_VERB_RE
 _LOG_RE = re.compile(
@@ -54,12 +52,13 @@ _SWAP_RE = re.compile(r"\b(?:swap|replace|substitute|switch\s+out|exchange)\b|\b
 _REMOVE_RE = re.compile(r"\b(?:remove|drop|skip|delete|take\s+out|get\s+rid\s+of|cut\s+out|ditch)\b|תוריד|הסר|убери|удали",
                         re.I)
 _ADJUST_RE = re.compile(
-    r"\b(?:harder|easier|heavier|lighter|tougher|more|less|fewer|increase|decrease|add|bump|longer|shorter|"
+    r"\b(?:adjust|change|modify|tweak|harder|easier|heavier|lighter|tougher|more|less|fewer|increase|decrease|add|bump|longer|shorter|"
     r"intense|intensity)\b|\d+\s*(?:x\s*)?(?:sets?|reps?|rounds?|seconds?|secs?|s\b|minutes?|mins?|kgs?|lbs?|pounds)\b"
-    r"|קשה|קל|כבד|сложнее|легче|тяжелее", re.I)
+    r"|התאם|שנה|קשה|קל|כבד|измени|сложнее|легче|тяжелее", re.I)
 _PROGRESS_RE = re.compile(
     r"\b(?:progress|history|stats|statistics|how\s+many|how\s+often|this\s+(?:month|week|year)|"
-    r"last\s+(?:\d+\s+)?(?:days?|weeks?|months?)|so\s+far|streak)\b|התקדמות|היסטוריה|прогресс|истори|статистик", re.I)
+    r"last\s+(?:\d+\s+)?(?:days?|weeks?|months?)|so\s+far|streak)\b|התקדמות|היסטוריה|החודש|השבוע|כמה\s+אימונים|"
+    r"איך\s+הלכ|прогресс|истори|статистик|в\s+этом\s+месяце|на\s+этой\s+неделе|как\s+прошл|сколько", re.I)
 _GOALS_RE = re.compile(r"\bgoals?\b|מטרות|מטרה|цел[ьи]", re.I)
 _GREETING_RE = re.compile(r"^\W*(?:hi|hello|hey|yo|good\s+(?:morning|afternoon|evening)|shalom|שלום|היי|привет|здравствуй)\b",
                           re.I)
@@ -241,7 +240,8 @@ class _Policy:
         if not words or _VAGUE_RE.match(words):
             return self.ask(say("vague", self.lang), options("edit" if ex.workout else "start", self.lang))
         explicit = _explicit_request(words)
-        if _LOG_RE.search(words) and not (explicit and not ex.workout):
+        asks_history = bool(_PROGRESS_RE.search(words) and re.search(r"\?|^\W*(?:how|what|when|which|show)\b", words, re.I))
+        if _LOG_RE.search(words) and not (explicit and not ex.workout) and not asks_history:
             return self.log()
         place = location_in(words)
         if place:
@@ -358,7 +358,7 @@ class _Policy:
         position, entry = found
         adjustments = _adjustments(words, entry)
         if not adjustments:
-            return self._no_target() if entry is None else self.ask(say("which", self.lang), options("edit", self.lang))
+            return self._no_target() if entry is None else self.ask(say("what_change", self.lang), options("change", self.lang))
         return self.use("adjust_exercise", {"exercise_id": self._ident(position, entry), "adjustments": adjustments})
 
     def log(self) -> Turn:

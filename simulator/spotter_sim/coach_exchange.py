@@ -81,8 +81,7 @@ class CoachExchange:
         start = latest_words_index(messages)
         state = _State()
         steps: list[Step] = []
-        system = system_text(body)
-        state.text(system)
+        system = system_text(body)  # only its <user_data>: the prompt itself names the tags it explains
         for i, message in enumerate(messages):
             for block in content_blocks(message):
                 kind = block.get("type")

@@ -43,7 +43,8 @@ _GOALS_RE = re.compile(r"\b(?:goals?|aims?|targets?|objectives?)\b|מטר(?:ה|�
 _PROGRESS_RE = re.compile(
     r"\b(?:progress|history|stats|statistics|how\s+many|how\s+often|this\s+(?:month|week|year)|"
     r"last\s+(?:\d+\s+)?(?:days?|weeks?|months?|year|workouts?|sessions?|time)|so\s+far|streak|logged)\b"
-    r"|\blast\b(?!\s+(?:one|exercise|move|set|rep|round))|התקדמות|היסטורי|סטטיסטיק|прогресс|истори|статистик", re.I)
+    r"|\blast\b(?!\s+(?:one|exercise|move|set|rep|round))|התקדמות|היסטורי|סטטיסטיק|החודש|השבוע|כמה\s+אימונים|"
+    r"איך\s+הלכ|прогресс|истори|статистик|в\s+этом\s+месяце|на\s+этой\s+неделе|как\s+прошл|сколько", re.I)
 _LOCATION_RE = re.compile(
     r"\b(?:locations?|equipment|gym|home|hotel|office|studio|dumbbells?|barbells?|kettlebells?|machines?)\b"
     r"|מכון|ציוד|בבית|зал|оборудован|дома", re.I)

@@ -63,6 +63,11 @@ PHRASES: dict[str, dict[str, str]] = {
         "he": "לאיזה תרגיל התכוונת?",
         "ru": "Какое упражнение вы имеете в виду?",
     },
+    "what_change": {
+        "en": "What would you like to change about it?",
+        "he": "מה לשנות בתרגיל?",
+        "ru": "Что изменить в упражнении?",
+    },
     "vague": {
         "en": "What would you like to do today?",
         "he": "מה תרצה לעשות היום?",
@@ -110,6 +115,11 @@ OPTIONS: dict[str, dict[str, list[str]]] = {
         "en": ["Swap an exercise", "Make it harder", "Log my workout", "Build a new workout"],
         "he": ["להחליף תרגיל", "להקשות", "לרשום את האימון", "אימון חדש"],
         "ru": ["Заменить упражнение", "Сделать сложнее", "Записать тренировку", "Новая тренировка"],
+    },
+    "change": {
+        "en": ["Make it harder", "Make it easier", "More sets", "Fewer reps"],
+        "he": ["להקשות", "להקל", "עוד סט", "פחות חזרות"],
+        "ru": ["Сложнее", "Легче", "Больше подходов", "Меньше повторов"],
     },
     "build": {
         "en": ["Yes, build a workout", "Not now"],

@@ -210,3 +210,70 @@ async def test_the_operator_never_sees_coach_tools(http: httpx.AsyncClient, pool
     assert stream.types()[-1] == "done"
     operator = [r["body"] for r in await sim.requests() if r.get("body") and tag in json.dumps(r["body"]["messages"])]
     assert operator and all(not ({t["name"] for t in b.get("tools", [])} & COACH_TOOLS) for b in operator)
+
+
+async def test_a_failing_initializer_or_tool_never_ends_the_run(http: httpx.AsyncClient, pool: asyncpg.Pool, sim: Sim) -> None:
+    studio = await make_studio(pool)
+    tag = uuid.uuid4().hex[:6]
+    await sim.fault(status=529, kind="initializer", match=tag, count=5)
+    await sim.script(f"broken {tag}",
+                     {"text": None, "tool_uses": [{"name": "generate_workout", "input": {"workout": {"title": "x", "exercises": []}}}]},
+                     {"text": None, "tool_uses": [{"name": "message_notify_user", "input": {"message": "Sorry, let me retry later."}}]},
+                     {"text": None, "tool_uses": [{"name": "idle", "input": {"reason": "done"}}]})
+    got = await frames(http, f"{base(studio.org.id)}/stream", auth(studio.member.user_id), {"message": f"broken {tag}"})
+    failed = [f for _, f in got if f["type"] == "generate_workout" and f.get("status") == "failed"]
+    assert failed and "exercises" in failed[0]["formatted"] and 'status="error"' in failed[0]["formatted"]
+    assert {"message": "Something went wrong", "tool": "generate_workout", "phase": "error"} in [f["data"] for _, f in got if f["type"] == "status"]
+    assert not [f for _, f in got if f["type"] in ("knowledge", "error")]
+    assert [f["type"] for _, f in got][-1] == "done"
+    events = await session_events(pool, got[-1][1]["sessionId"])
+    assert any(e["type"] == "session.error" and e["meta"]["context"] == "context_init" for e in events)
+    assert [e["meta"]["status"] for e in events if e["type"] == "coach.run_completed"] == ["completed"]
+    assert [e["meta"]["toolName"] for e in events if e["type"] == "agent.tool_call"] == ["generate_workout", "message_notify_user", "idle"]
+
+
+async def test_an_organization_over_its_budget_gets_a_typed_error(http: httpx.AsyncClient, pool: asyncpg.Pool) -> None:
+    studio = await make_studio(pool, tier="lite")
+    await pool.execute("""INSERT INTO ai_usage_daily (organization_id, user_id, day, cost_usd_micros)
+                          VALUES ($1, $2, (now() AT TIME ZONE 'utc')::date, 1000000)""",
+                       uuid.UUID(studio.org.id), uuid.UUID(studio.admin.user_id))
+    got = await frames(http, f"{base(studio.org.id)}/stream", auth(studio.member.user_id), {"message": "a workout please"})
+    errors = [f for _, f in got if f["type"] == "error"]
+    assert errors and errors[0]["code"] == "agent_budget_exceeded" and [f["type"] for _, f in got][-1] == "done"
+    detail = (await http.get(f"{base(studio.org.id)}/sessions/{got[-1][1]['sessionId']}", headers=auth(studio.member.user_id))).json()
+    assert detail["session"]["status"] == "idle" and detail["lastRun"]["status"] == "error"
+    assert detail["session"]["costUsdMicros"] == 0
+
+
+async def test_a_replica_killed_mid_run_finishes_the_run_once(http: httpx.AsyncClient, pool: asyncpg.Pool, sim: Sim,
+                                                             platform) -> None:
+    import asyncio
+
+    studio = await make_studio(pool)
+    tag = uuid.uuid4().hex[:6]
+    orchestrator = platform.procs["spotter-orchestrator"]
+    await sim.latency(ttft_ms=300, tokens_per_second=40)
+    try:
+        run = asyncio.create_task(frames(http, f"{base(studio.org.id)}/stream", auth(studio.member.user_id),
+                                         {"message": f"Give me a quick chest workout ({tag})"}))
+        for _ in range(600):  # until the workout exists and the next model call is under way
+            if await pool.fetchval("""SELECT 1 FROM session_events e JOIN sessions s ON s.id = e.session_id
+                                       WHERE s.organization_id = $1 AND e.event_type = 'coach.artifact'""", uuid.UUID(studio.org.id)):
+                break
+            await asyncio.sleep(0.02)
+        orchestrator.kill()
+        await sim.latency(ttft_ms=0, tokens_per_second=0)
+        orchestrator.start()
+        got = await asyncio.wait_for(run, timeout=90)
+    finally:
+        await sim.latency(ttft_ms=0, tokens_per_second=0)
+        if not orchestrator.is_running():
+            orchestrator.start()
+    types = [f["type"] for _, f in got]
+    assert types.count("done") == 1 and types[-1] == "done" and "error" not in types
+    events = await session_events(pool, got[-1][1]["sessionId"])
+    calls = [e["meta"]["toolName"] for e in events if e["type"] == "agent.tool_call"]
+    assert calls.count("generate_workout") == 1 and calls[-1] == "idle"
+    assert len([e for e in events if e["type"] == "coach.run_completed"]) == 1
+    results = [e["meta"]["callId"] for e in events if e["type"] == "agent.tool_result"]
+    assert len(results) == len(set(results)) == len(calls)

@@ -14,7 +14,7 @@ from typing import Any
 import anthropic
 import pytest
 
-from spotter_sim.coach_catalogue import CATALOGUE, MUSCLES, PARTS
+from spotter_sim.coach_catalogue import CATALOGUE, GOALS as GOAL_CATEGORIES, MUSCLES, PARTS
 from spotter_sim.conversation import exchange_progress, latest_user_text
 from spotter_sim.policy import ScriptStore, decide
 from spotter_sim.side_tasks import kind_of
@@ -310,6 +310,7 @@ def test_a_workout_request_gets_a_valid_workout_then_the_artifact_then_idle(word
     assert len(workout["exercises"]) <= most
     assert workout["exercises"][0]["exercise_name"] in PARTS[part]
     assert workout["title"] in message
+    assert {g["goal"] for e in workout["exercises"] for g in e["goals_addressed"]} <= set(GOAL_CATEGORIES)
 
 
 def test_the_workout_serves_the_members_goals_and_units() -> None:
@@ -470,6 +471,7 @@ def test_progress_and_location() -> None:
     chat.studio.history = "No workouts logged in the last 7 days."
     given, message = chat.exchange("what did I do this week?", "fetch_data")
     assert given["params"]["workout_history"]["days_back"] == 7 and "build one" in message
+    assert CoachChat("how many workouts have I logged this month?").call()[0] == "fetch_data"
 
     given, message = chat.exchange("switch to my home gym", "set_current_location")
     assert given == {"location_name": "home gym"} and "Home Gym" in message
@@ -598,8 +600,8 @@ SELECTION_SCHEMA = {
 
 def initializer_request(words: str, loaded: str = "none", **extra: Any) -> dict[str, Any]:
     prompt = f"<user_message>{words}</user_message>\n<loaded_sources>{loaded}</loaded_sources>"
-    return {"model": HAIKU_5, "max_tokens": 1024, "system": INITIALIZER_SYSTEM,
-            "messages": [{"role": "user", "content": prompt}],
+    return {"model": HAIKU_5, "max_tokens": 400, "system": INITIALIZER_SYSTEM,
+            "messages": [{"role": "user", "content": [{"type": "text", "text": prompt}]}],
             "output_config": {"format": {"type": "json_schema", "schema": SELECTION_SCHEMA}}, **extra}
 
 
@@ -643,6 +645,11 @@ async def test_initializer_picks_sources_for_a_workout(client: anthropic.AsyncAn
     ("which equipment do I have at the gym?", "none", [("all_locations", "not_in_context", None)], []),
     ("I prefer short sessions", "active_preferences", [], ["active_preferences"]),
     ("hi!", "none", [], []),
+    ("am I training my muscles in balance?", "none",
+     [("muscle_goals", "not_in_context", None), ("exercise_distribution", "not_in_context", 30)], []),
+    ("which muscles did I neglect in the last 60 days?", "muscle_goals, exercise_distribution(days_back=30)",
+     [("category_goals", "not_in_context", None), ("workout_history", "not_in_context", 60),
+      ("exercise_distribution", "expand_range", 60)], ["muscle_goals"]),
     ("אימון רגליים בבקשה", "none", [("category_goals", "not_in_context", None), ("muscle_goals", "not_in_context", None),
                                    ("active_preferences", "not_in_context", None), ("workout_history", "not_in_context", 14)], []),
     ("хочу тренировку", "category_goals, muscle_goals", [("active_preferences", "not_in_context", None),

@@ -221,16 +221,21 @@ async def create(request: Request, actor: Member) -> dict[str, Any]:
 
 @router.get("/sessions/{sessionId}")
 async def session(actor: Member, db: Pool, session_id: SessionId) -> dict[str, Any]:
-    """The session, its recent tool calls, the conversation as the app shows it, and the workout in progress."""
+    """The session, how its last run ended (seed 003's completed / error), its recent tool calls, the
+    conversation as the app shows it, and the workout in progress."""
     reader = SessionReader(db, actor.organization_id, "agent")
     record = await _own(reader, actor, parse_uuid(session_id, "sessionId"))
     events = await reader.events(record.id, limit=10_000)
     transcript: list[dict[str, Any]] = []
     actions: list[dict[str, Any]] = []
     workout: dict[str, Any] | None = None
+    last_run: dict[str, Any] | None = None
     for event in events:
         meta = event.metadata
-        if event.event_type == "user.message":
+        if event.event_type == "coach.run_completed":
+            last_run = {"runId": meta.get("runId"), "status": meta.get("status"), "reason": meta.get("reason"),
+                        "iterations": meta.get("iterations")}
+        elif event.event_type == "user.message":
             transcript.append({"role": "user", "text": "".join(p.get("text", "") for p in event.content if isinstance(p, dict)),
                                "createdAt": event.created_at.isoformat()})
         elif event.event_type == "coach.artifact":
@@ -252,7 +257,7 @@ async def session(actor: Member, db: Pool, session_id: SessionId) -> dict[str, A
             elif meta.get("toolName") == "log_workout":
                 workout = None
     view = record.view().model_dump(mode="json") | {"costUsdMicros": record.cost_usd_micros, "usage": record.usage}
-    return {"session": view, "recentActions": actions[-20:], "transcript": transcript, "workout": workout}
+    return {"session": view, "lastRun": last_run, "recentActions": actions[-20:], "transcript": transcript, "workout": workout}
 
 
 @router.get("/sessions/{sessionId}/events")
