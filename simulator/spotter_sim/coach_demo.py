@@ -54,7 +54,7 @@ _REMOVE_RE = re.compile(r"\b(?:remove|drop|skip|delete|take\s+out|get\s+rid\s+of
 _ADJUST_RE = re.compile(
     r"\b(?:adjust|change|modify|tweak|harder|easier|heavier|lighter|tougher|more|less|fewer|increase|decrease|add|bump|longer|shorter|"
     r"intense|intensity)\b|\d+\s*(?:x\s*)?(?:sets?|reps?|rounds?|seconds?|secs?|s\b|minutes?|mins?|kgs?|lbs?|pounds)\b"
-    r"|התאם|שנה|קשה|קל|כבד|измени|сложнее|легче|тяжелее", re.I)
+    r"|התאם|קשה\s+יותר|להקשות|קל\s+יותר|להקל|כבד\s+יותר|измени|сложнее|легче|тяжелее", re.I)
 _PROGRESS_RE = re.compile(
     r"\b(?:progress|history|stats|statistics|how\s+many|how\s+often|this\s+(?:month|week|year)|"
     r"last\s+(?:\d+\s+)?(?:days?|weeks?|months?)|so\s+far|streak)\b|התקדמות|היסטוריה|החודש|השבוע|כמה\s+אימונים|"
@@ -440,10 +440,11 @@ def _adjustments(words: str, entry: Entry | None) -> dict[str, Any]:
             out["load_unit"] = load_unit
     if out:
         return out
-    harder = bool(re.search(r"\b(?:harder|tougher|more|increase|add|bump|longer|intense)\b|קשה|сложнее", words, re.I))
-    heavier = bool(re.search(r"\bheavier\b|כבד|тяжелее", words, re.I))
+    harder = bool(re.search(r"\b(?:harder|tougher|more|increase|add|bump|longer|intense)\b|קשה\s+יותר|להקשות|сложнее",
+                            words, re.I))
+    heavier = bool(re.search(r"\bheavier\b|כבד\s+יותר|тяжелее", words, re.I))
     lighter = bool(re.search(r"\blighter\b", words, re.I))
-    easier = bool(re.search(r"\b(?:easier|less|fewer|decrease|shorter)\b|קל|легче", words, re.I))
+    easier = bool(re.search(r"\b(?:easier|less|fewer|decrease|shorter)\b|קל\s+יותר|להקל|легче", words, re.I))
     if heavier or lighter:
         loads = detail.get("load_each")
         if isinstance(loads, list) and loads:

@@ -15,6 +15,7 @@ import anthropic
 import pytest
 
 from spotter_sim.coach_catalogue import CATALOGUE, GOALS as GOAL_CATEGORIES, MUSCLES, PARTS
+from spotter_sim.coach_phrases import language
 from spotter_sim.conversation import exchange_progress, latest_user_text
 from spotter_sim.policy import ScriptStore, decide
 from spotter_sim.side_tasks import kind_of
@@ -407,6 +408,59 @@ def test_adjust_remove_and_log() -> None:
     chat.say("log it")  # the workout was logged: nothing left to log
     name, given = chat.call()
     assert name == "message_ask_user" and 2 <= len(given["options"]) <= 4
+
+
+# The Coach page's own words (web/src/coach/messages.ts): its prompts, and what its card's buttons send.
+APP_WORDS = {
+    "en": ("Give me a quick 30-minute workout", "Plan a leg day with what I have at home",
+           "How did my training go this month?", "Swap exercise {order} ({name}) for something else",
+           "Adjust exercise {order} ({name}): {text}", "make it harder", "I finished the workout — log it"),
+    "he": ("תן לי אימון קצר של 30 דקות", "תכנן לי יום רגליים עם מה שיש לי בבית", "איך הלכו האימונים שלי החודש?",
+           "החלף את תרגיל {order} ({name}) במשהו אחר", "התאם את תרגיל {order} ({name}): {text}", "קשה יותר",
+           "סיימתי את האימון — תתעד אותו"),
+    "ru": ("Дай быструю тренировку на 30 минут", "Составь день ног с тем, что есть дома",
+           "Как прошли мои тренировки в этом месяце?", "Замени упражнение {order} ({name}) на что-то другое",
+           "Измени упражнение {order} ({name}): {text}", "сложнее", "Я закончил(а) тренировку — запиши её"),
+}
+
+
+@pytest.mark.parametrize("lang", list(APP_WORDS))
+def test_the_coach_pages_words_in_every_language(lang: str) -> None:
+    quick, legs, month, swap, adjust, harder, log = APP_WORDS[lang]
+    home = ("<user_data>\n<current_location>\nLocation: Home\nEquipment:\n  - Dumbbells (free_weights): 4, 8, 12kg\n"
+            "</current_location>\n</user_data>")
+    chat = CoachChat(system=[{"type": "text", "text": "coach"}, {"type": "text", "text": home}])
+
+    given, message = chat.exchange(quick, "generate_workout", expect_artifact=ART)
+    assert len(given["workout"]["exercises"]) == 3 and given["workout"]["estimated_duration_min"] == 30
+    assert given["workout"]["title"] in message and language(message) == lang  # the member's language
+
+    given, _ = chat.exchange(month, "fetch_data")
+    assert given["params"]["workout_history"]["days_back"] == 30
+
+    given, _ = chat.exchange(legs, "generate_workout", expect_artifact=ART)
+    names = [e["exercise_name"] for e in given["workout"]["exercises"]]
+    assert names[0] in PARTS["legs"] and "Goblet Squat" in names  # the dumbbells at home are used
+    loads = {w for e in given["workout"]["exercises"] for w in e.get("load_each", [])}
+    assert loads and loads <= {4, 8, 12}
+
+    first = chat.exercises()[0]
+    given, _ = chat.exchange(swap.format(order=1, name=first["exercise_name"]), "swap_exercise", expect_artifact=ART)
+    assert given["exercise_id"] == first["id"] and given["new_exercise"]["exercise_name"] != first["exercise_name"]
+
+    second = chat.exercises()[1]
+    given, _ = chat.exchange(adjust.format(order=2, name=second["exercise_name"], text=harder), "adjust_exercise",
+                             expect_artifact=ART)
+    assert given["exercise_id"] == second["id"] and given["adjustments"]
+
+    chat.say(adjust.format(order=2, name=second["exercise_name"], text="?"))  # nothing the demo understands
+    name, given = chat.call()
+    assert name == "message_ask_user" and len(given["options"]) == 4
+    chat.run()
+
+    ids = [e["id"] for e in chat.exercises()]
+    given, _ = chat.exchange(log, "log_workout")
+    assert [c["exercise_id"] for c in given["completed_exercises"]] == ids
 
 
 def test_the_current_workout_from_the_app_is_what_edits_act_on() -> None:
