@@ -1,4 +1,4 @@
-"""`spotter`: migrate, seed-demo, org, reindex, token, subjects, docs, asyncapi, chat and up."""
+"""`spotter`: migrate, seed-demo, org, reindex, token, subjects, docs, asyncapi, chat, coach and up."""
 
 from __future__ import annotations
 
@@ -96,6 +96,12 @@ def _asyncapi(args: argparse.Namespace) -> int:
     return 0
 
 
+def _coach(args: argparse.Namespace) -> int:
+    from .coach_chat import run_coach
+
+    return run_coach(args.url, args.email, args.token, args.message)
+
+
 def _chat(args: argparse.Namespace) -> int:
     from .chat import run_chat
 
@@ -134,6 +140,12 @@ def main(argv: list[str] | None = None) -> None:
     chat.add_argument("--token", default=None, help="bearer token (default: minted for --email)")
     chat.add_argument("-m", "--message", action="append", help="send this message and exit (repeatable)")
     chat.set_defaults(func=_chat)
+    coach = sub.add_parser("coach", help="talk to the member coach in the terminal")
+    coach.add_argument("--url", default="http://127.0.0.1:8080")
+    coach.add_argument("--email", default="member@demo.gym")
+    coach.add_argument("--token", default=None, help="bearer token (default: minted for --email)")
+    coach.add_argument("-m", "--message", action="append", help="send this message and exit (repeatable)")
+    coach.set_defaults(func=_coach)
     up = sub.add_parser("up", help="run the whole stack in the foreground")
     up.add_argument("rest", nargs=argparse.REMAINDER)
     up.set_defaults(func=_up)

@@ -16,9 +16,12 @@ from typing import Any
 
 import asyncpg
 import httpx
+import nats
 
 from spotter_billing.pricing import RateCard
 from spotter_cli.supervisor import ServiceProcess
+from spotter_orchestrator.handlers import durable_name
+from spotter_shared.contracts.commands import COMMANDS_STREAM, SEND_MESSAGE
 from tests.factories import make_studio
 
 from .client import Sim, auth, send
@@ -91,15 +94,24 @@ async def test_random_replica_kills_during_200_writing_turns_lose_nothing_and_co
         async def settled_spend() -> int:
             return await pool.fetchval("SELECT coalesce(sum(cost_usd_micros), 0)::bigint FROM ai_usage_daily WHERE organization_id = $1", org)
 
-        # Quiet means no hold and the snapshot agreeing with the ledger twice in a row (a command
-        # redelivered after its turn finished may still be making the title a dead replica left).
-        quiet = 0
-        for _ in range(600):
-            snapshot = await usage()
-            quiet = quiet + 1 if snapshot["reservedUsdMicros"] == 0 and snapshot["spentUsdMicros"] == await settled_spend() else 0
-            if quiet == 2:
-                break
-            await asyncio.sleep(0.1)
+        # Quiet means every send command acknowledged (none waits or runs: a command redelivered after
+        # its turn finished may still be making the title a dead replica left), no hold, and the
+        # snapshot agreeing with the ledger — twice in a row.
+        nc = await nats.connect(platform.env["NATS_URL"])
+        try:
+            js = nc.jetstream()
+            quiet = 0
+            for _ in range(1200):
+                info = await js.consumer_info(COMMANDS_STREAM, durable_name(SEND_MESSAGE))
+                snapshot = await usage()
+                idle = info.num_pending == 0 and info.num_ack_pending == 0
+                quiet = quiet + 1 if idle and snapshot["reservedUsdMicros"] == 0 and \
+                    snapshot["spentUsdMicros"] == await settled_spend() else 0
+                if quiet == 2:
+                    break
+                await asyncio.sleep(0.1)
+        finally:
+            await nc.close()
     assert snapshot["reservedUsdMicros"] == 0, snapshot
 
     rates, today = RateCard.load(), datetime.now(UTC).date()

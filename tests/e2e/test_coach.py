@@ -13,6 +13,7 @@ from typing import Any
 
 import asyncpg
 import httpx
+import pytest
 
 from tests.factories import Studio, make_studio
 
@@ -277,3 +278,50 @@ async def test_a_replica_killed_mid_run_finishes_the_run_once(http: httpx.AsyncC
     assert len([e for e in events if e["type"] == "coach.run_completed"]) == 1
     results = [e["meta"]["callId"] for e in events if e["type"] == "agent.tool_result"]
     assert len(results) == len(set(results)) == len(calls)
+
+
+async def test_spotter_coach_in_a_terminal(pool: asyncpg.Pool, platform, capsys) -> None:
+    from spotter_cli.coach_chat import _coach
+
+    from .client import token_for
+
+    studio = await make_studio(pool)
+    assert await _coach(platform.base_url, "", token_for(studio.member.user_id),
+                        ["Give me a quick leg workout", "swap 1", "I finished it, log it"]) == 0
+    out = capsys.readouterr().out
+    assert "looked at your" in out and "Creating your workout..." in out
+    assert out.count("coach\x1b[0m") >= 3 and "    1. " in out and "logged " in out
+    logs = await pool.fetchval("SELECT count(*) FROM member_workout_logs WHERE membership_id = $1", uuid.UUID(studio.member.membership_id))
+    assert logs == 1
+
+
+@pytest.mark.parametrize("model", ["claude-haiku-5-5", "claude-sonnet-5-5", "claude-opus-5-5", "claude-haiku-4-5"])
+async def test_the_parity_matrix(http: httpx.AsyncClient, pool: asyncpg.Pool, sim: Sim, model: str) -> None:
+    """Seed 003 §12.8 per model: a simple message (notify → idle), a workout delivered as an artifact,
+    a swap, the cache read from the second iteration on, frames in order, every request valid."""
+    studio = await make_studio(pool)
+    member = auth(studio.member.user_id)
+    tag = uuid.uuid4().hex[:6]
+    hello = await frames(http, f"{base(studio.org.id)}/stream", member, {"message": f"hello coach ({tag})", "model": model})
+    assert [f["type"] for _, f in hello if f["type"] in ("message_notify_user", "idle", "done") and f.get("status") != "done"] \
+        == ["message_notify_user", "idle", "done"]
+    sid = hello[-1][1]["sessionId"]
+    made = await frames(http, f"{base(studio.org.id)}/stream", member,
+                        {"message": f"build me a leg workout ({tag})", "sessionId": sid, "model": model})
+    delivered = [f for _, f in made if f["type"] == "message_notify_user" and f.get("artifact")]
+    assert delivered and made[-1][1] == {"type": "done", "sessionId": sid}
+    swapped = await frames(http, f"{base(studio.org.id)}/stream", member,
+                           {"message": f"swap 1 ({tag})", "sessionId": sid, "model": model,
+                            "currentWorkout": delivered[0]["artifact"]["payload"]})
+    assert [f for _, f in swapped if f["type"] == "swap_exercise" and f.get("status") == "done"]
+    events = await session_events(pool, sid)
+    responses = [e["meta"] for e in events if e["type"] == "coach.llm_response" and e["meta"]["call"] != "init"]
+    assert all(r["model"] == model for r in responses)
+    second = responses[1]["tokens"]
+    assert second["cached"] / (second["cached"] + second["prompt"] + second["cacheWrite"]) > 0.5, second
+    ids = [int(i) for got in (hello, made, swapped) for i, _ in got if i is not None]
+    assert ids == sorted(ids) and len(ids) == len(set(ids))
+    bodies = [b for b in await coach_requests(sim, tag) if b.get("tools")]
+    assert_requests_valid([{"body": b} for b in bodies])
+    forced = model == "claude-haiku-4-5"
+    assert all((b["tool_choice"]["type"] == "any") == forced for b in bodies)
