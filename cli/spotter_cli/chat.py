@@ -6,6 +6,7 @@ import asyncio
 import json
 import os
 import sys
+from collections.abc import Awaitable, Callable
 
 import httpx
 from httpx_sse import aconnect_sse
@@ -96,12 +97,17 @@ def terminal_locale(env: dict[str, str] | None = None) -> str | None:
     return None
 
 
-async def _chat(url: str, email: str, token: str | None, messages: list[str] | None) -> int:
-    token = token or await _token_for(email)
-    headers = {"Authorization": f"Bearer {token}"}
+async def signed_in(url: str, email: str, token: str | None) -> httpx.AsyncClient:
+    """A client of the gateway as this user (a development token minted for `email` unless given),
+    speaking the terminal's language."""
+    headers = {"Authorization": f"Bearer {token or await _token_for(email)}"}
     if locale := terminal_locale():
         headers["x-locale"] = locale
-    async with httpx.AsyncClient(base_url=url, headers=headers, timeout=httpx.Timeout(10, read=300)) as client:
+    return httpx.AsyncClient(base_url=url, headers=headers, timeout=httpx.Timeout(10, read=300))
+
+
+async def _chat(url: str, email: str, token: str | None, messages: list[str] | None) -> int:
+    async with await signed_in(url, email, token) as client:
         me = (await client.get("/me")).raise_for_status().json()
         staff = [m for m in me["memberships"] if m["role"] != "member"]
         if not staff:
@@ -120,19 +126,24 @@ async def _chat(url: str, email: str, token: str | None, messages: list[str] | N
             await _stream(client, url, {"conversationId": state["conversation_id"], "message": text}, state)
             await _answer_pending(client, org["organizationId"], state, ask)
 
-        if messages:
-            for text in messages:
-                print(f"{BOLD}you{RESET} {text}")
-                await say(text)
+        return await converse(say, messages)
+
+
+async def converse(say: Callable[[str], Awaitable[None]], messages: list[str] | None) -> int:
+    """The given messages one by one (`-m`), or a prompt until end of input."""
+    if messages:
+        for text in messages:
+            print(f"{BOLD}you{RESET} {text}")
+            await say(text)
+        return 0
+    while True:
+        try:
+            text = await asyncio.to_thread(input, f"{BOLD}you{RESET} ")
+        except EOFError:
+            print()
             return 0
-        while True:
-            try:
-                text = await ask(f"{BOLD}you{RESET} ")
-            except EOFError:
-                print()
-                return 0
-            if text.strip():
-                await say(text)
+        if text.strip():
+            await say(text)
 
 
 def run_chat(url: str, email: str, token: str | None, messages: list[str] | None) -> int:

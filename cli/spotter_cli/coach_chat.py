@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 from httpx_sse import aconnect_sse
 
-from .chat import BOLD, DIM, RED, RESET, _token_for, terminal_locale
+from .chat import BOLD, DIM, RED, RESET, converse, signed_in
 
 
 def workout_lines(artifact: dict[str, Any]) -> list[str]:
@@ -68,11 +68,7 @@ async def _stream(client: httpx.AsyncClient, url: str, body: dict[str, Any], sta
 
 
 async def _coach(url: str, email: str, token: str | None, messages: list[str] | None) -> int:
-    token = token or await _token_for(email)
-    headers = {"Authorization": f"Bearer {token}"}
-    if locale := terminal_locale():
-        headers["x-locale"] = locale
-    async with httpx.AsyncClient(base_url=url, headers=headers, timeout=httpx.Timeout(10, read=300)) as client:
+    async with await signed_in(url, email, token) as client:
         me = (await client.get("/me")).raise_for_status().json()
         active = [m for m in me["memberships"] if m["status"] == "active"]
         if not active:
@@ -88,19 +84,7 @@ async def _coach(url: str, email: str, token: str | None, messages: list[str] | 
             body = {"message": text} | ({"sessionId": state["session_id"]} if state["session_id"] else {})
             await _stream(client, url, body, state)
 
-        if messages:
-            for text in messages:
-                print(f"{BOLD}you{RESET} {text}")
-                await say(text)
-            return 0
-        while True:
-            try:
-                text = await asyncio.to_thread(input, f"{BOLD}you{RESET} ")
-            except EOFError:
-                print()
-                return 0
-            if text.strip():
-                await say(text)
+        return await converse(say, messages)
 
 
 def run_coach(url: str, email: str, token: str | None, messages: list[str] | None) -> int:

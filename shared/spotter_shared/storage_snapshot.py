@@ -6,7 +6,6 @@ a replica restarted at 03:00 does not take a second one."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import uuid
 from datetime import UTC, date, datetime, time, timedelta
@@ -14,6 +13,7 @@ from datetime import UTC, date, datetime, time, timedelta
 import asyncpg
 from redis.asyncio import Redis
 
+from .background import BackgroundJob
 from .observability import StorageSnapshot
 
 log = logging.getLogger(__name__)
@@ -47,21 +47,14 @@ def next_run(now: datetime) -> datetime:
     return today if now < today else today + timedelta(days=1)
 
 
-class SnapshotSchedule:
+class SnapshotSchedule(BackgroundJob):
     """Sleeps until 03:00 UTC, takes the day's snapshot if it wins the claim, repeats."""
 
+    name = "storage-snapshot"
+
     def __init__(self, pool: asyncpg.Pool, redis: Redis) -> None:
+        super().__init__()
         self._pool, self._redis = pool, redis
-        self._task: asyncio.Task[None] | None = None
-
-    def start(self) -> None:
-        self._task = asyncio.create_task(self._run(), name="storage-snapshot")
-
-    async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
 
     async def _run(self) -> None:
         while True:

@@ -10,14 +10,13 @@ again, except workout_history when the words need a longer range (reason `expand
 
 from __future__ import annotations
 
-import html
 import json
 import re
 from dataclasses import dataclass
 from typing import Any
 
 from .coach_schema import json_schema_of, conform
-from .conversation import content_blocks
+from .conversation import tagged, user_prompt_text
 from .turns import Turn
 
 INITIALIZER_MARKER = "You select data sources for Spotter's coach."
@@ -68,8 +67,8 @@ class Need:
 
 
 def respond(body: dict[str, Any]) -> Turn:
-    prompt = _prompt_text(body)
-    selection = select(_tag(prompt, "user_message"), parse_loaded(_tag(prompt, "loaded_sources")))
+    prompt = user_prompt_text(body)
+    selection = select(tagged(prompt, "user_message"), parse_loaded(tagged(prompt, "loaded_sources")))
     schema = json_schema_of(body)
     if schema is not None:
         selection = conform(selection, schema)
@@ -184,15 +183,3 @@ def select(words: str, loaded: dict[str, int | None]) -> dict[str, Any]:
             reasoning += " The loaded history is too short, so a longer range is appended."
     return {"reasoning": reasoning, "append_knowledge": append, "use_existing": existing}
 
-
-def _prompt_text(body: dict[str, Any]) -> str:
-    parts = []
-    for message in body.get("messages") or []:
-        if message.get("role") == "user":
-            parts.extend(b.get("text", "") for b in content_blocks(message) if b.get("type") == "text")
-    return "\n".join(parts)
-
-
-def _tag(text: str, name: str) -> str:
-    match = re.search(rf"<{name}>(.*?)</{name}>", text, re.S)
-    return html.unescape(match.group(1)).strip() if match else ""

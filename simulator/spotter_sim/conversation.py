@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import re
 from typing import Any
 
@@ -133,3 +134,18 @@ def ambient_item_count(body: dict[str, Any]) -> int | None:
     if tagged:
         return tagged
     return sum(1 for line in inner.splitlines() if line.strip())
+
+
+def user_prompt_text(body: dict[str, Any]) -> str:
+    """Every text block of the request's user messages, joined: what a side task was given."""
+    parts = []
+    for message in body.get("messages") or []:
+        if message.get("role") == "user":
+            parts.extend(b.get("text", "") for b in content_blocks(message) if b.get("type") == "text")
+    return "\n".join(parts)
+
+
+def tagged(text: str, name: str) -> str:
+    """The (unescaped) text inside `<name>…</name>`, or empty."""
+    match = re.search(rf"<{name}>(.*?)</{name}>", text, re.S)
+    return html.unescape(match.group(1)).strip() if match else ""

@@ -11,14 +11,13 @@ user asked, which tools ran, and the entities their results named.
 
 from __future__ import annotations
 
-import html
 import json
 import re
 from collections import Counter
 from typing import Any, Literal
 
 from . import coach_initializer
-from .conversation import content_blocks, system_text
+from .conversation import system_text, tagged, user_prompt_text
 from .turns import Turn
 
 TITLE_MARKER = "You title conversations for Spotter"
@@ -68,10 +67,10 @@ def kind_of(body: dict[str, Any]) -> Kind:
 def respond(body: dict[str, Any], kind: Kind) -> Turn:
     if kind == "initializer":
         return coach_initializer.respond(body)
-    prompt = _prompt_text(body)
+    prompt = user_prompt_text(body)
     if kind == "title":
-        return Turn(text=title_for(_tag(prompt, "first_message")))
-    return Turn(text=summary_for(_tag(prompt, "transcript"), _tag(prompt, "previous_summary"), _tag(prompt, "locale")))
+        return Turn(text=title_for(tagged(prompt, "first_message")))
+    return Turn(text=summary_for(tagged(prompt, "transcript"), tagged(prompt, "previous_summary"), tagged(prompt, "locale")))
 
 
 def language_of(text: str, locale: str = "") -> str:
@@ -147,18 +146,6 @@ def _entities(payload: str) -> list[str]:
     walk(data)
     return found
 
-
-def _prompt_text(body: dict[str, Any]) -> str:
-    parts = []
-    for message in body.get("messages") or []:
-        if message.get("role") == "user":
-            parts.extend(b.get("text", "") for b in content_blocks(message) if b.get("type") == "text")
-    return "\n".join(parts)
-
-
-def _tag(text: str, name: str) -> str:
-    match = re.search(rf"<{name}>(.*?)</{name}>", text, re.S)
-    return html.unescape(match.group(1)).strip() if match else ""
 
 
 def _clip(text: str, limit: int) -> str:

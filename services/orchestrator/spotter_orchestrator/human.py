@@ -9,7 +9,6 @@ and are kept once per entity and session (external id `entity:<type>:<id>`)."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import re
 import uuid
@@ -18,6 +17,7 @@ from datetime import UTC, datetime, timedelta
 
 import asyncpg
 
+from spotter_shared.background import BackgroundJob
 from spotter_shared.contracts.commands import Actor
 from spotter_shared.contracts.sessions import (
     EntityType, EntityView, HumanSessionChanged, Marker, Navigate, RecordedHumanEvents, RecordHumanEvents,
@@ -161,21 +161,14 @@ async def abandon_idle_sessions(pool: asyncpg.Pool, idle_for: timedelta) -> int:
     return len(rows)
 
 
-class IdleSweep:
+class IdleSweep(BackgroundJob):
     """Every `every_s`, abandons the human sessions idle for `idle_for` (see abandon_idle_sessions)."""
 
+    name = "human-session-sweep"
+
     def __init__(self, pool: asyncpg.Pool, *, idle_for: timedelta, every_s: float) -> None:
+        super().__init__()
         self._pool, self._idle_for, self._every_s = pool, idle_for, every_s
-        self._task: asyncio.Task[None] | None = None
-
-    def start(self) -> None:
-        self._task = asyncio.create_task(self._run(), name="human-session-sweep")
-
-    async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
 
     async def _run(self) -> None:
         while True:
