@@ -25,15 +25,21 @@ def workout_lines(artifact: dict[str, Any]) -> list[str]:
 def _prescription(e: dict[str, Any]) -> str:
     match e.get("exercise_type"):
         case "reps":
-            load = f" @ {'/'.join(f'{v:g}' for v in e['load_each'])} {e.get('load_unit', '')}" if e.get("load_each") else ""
-            return f"{e.get('sets')} × {', '.join(map(str, e.get('reps', [])))}{load}, rest {e.get('rest_sec')} s"
+            load = f" @ {_per_set(e['load_each'], '/')} {e.get('load_unit', '')}" if e.get("load_each") else ""
+            return f"{e.get('sets')} × {_per_set(e.get('reps', []), ', ')}{load}, rest {e.get('rest_sec')} s"
         case "hold":
-            return f"{e.get('sets')} × {'/'.join(map(str, e.get('hold_sec', [])))} s hold, rest {e.get('rest_sec')} s"
+            return f"{e.get('sets')} × {_per_set(e.get('hold_sec', []), '/')} s hold, rest {e.get('rest_sec')} s"
         case "duration":
             return f"{e.get('duration_min')} min" + (f", {e.get('distance')} {e.get('distance_unit')}" if e.get("distance") else "")
         case "intervals":
             return f"{e.get('rounds')} rounds of {e.get('work_sec')} s on / {e.get('rest_sec')} s off"
     return ""
+
+
+def _per_set(values: list[Any], sep: str) -> str:
+    """Once when every set is the same ("4 × 10"), else each ("3 × 10, 10, 8")."""
+    shown = [f"{v:g}" if isinstance(v, float) else str(v) for v in values]
+    return shown[0] if shown and len(set(shown)) == 1 else sep.join(shown)
 
 
 async def _stream(client: httpx.AsyncClient, url: str, body: dict[str, Any], state: dict[str, Any]) -> None:
