@@ -1,4 +1,4 @@
-"""`spotter`: migrate, seed-demo, org, reindex, token, subjects, docs, asyncapi, chat, coach and up."""
+"""`spotter`: migrate, seed-demo, org, packs, reindex, token, subjects, docs, asyncapi, chat, coach and up."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from spotter_shared.contracts import CATALOG
 from spotter_shared.db import migrate
 from spotter_shared.settings import AuthSettings, CommonSettings
 
-from . import org, reindex
+from . import org, packs, reindex
 
 
 def _migrate(_: argparse.Namespace) -> int:
@@ -121,6 +121,7 @@ def main(argv: list[str] | None = None) -> None:
     sub.add_parser("seed-demo", help="create the demo studio (idempotent)").set_defaults(func=_seed)
     reindex.register(sub)
     org.register(sub)
+    packs.register(sub)
     token = sub.add_parser("token", help="print a development JWT for a seeded user")
     token.add_argument("email")
     token.set_defaults(func=_token)

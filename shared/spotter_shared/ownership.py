@@ -74,6 +74,9 @@ TABLES: Final[tuple[Table, ...]] = (
     Table("member_plans", "cli", "Which plan a member was on, when."),
     Table("payments", "cli", "What members paid or owe."),
     Table("forms", "cli", "Forms members fill (waiver, PAR-Q, …) by type key."),
+    # Seed 002's tool packs, registered and enabled by `spotter packs`; the tool-runner reads them.
+    Table("tool_packs", "cli", "An external system's OpenAPI document, base URL, encrypted headers and rules."),
+    Table("tool_pack_organizations", "cli", "Which organizations enabled which pack, with their own rules."),
     Table("form_assignments", "cli", "A form sent to a member, pending or completed."),
 )
 

@@ -9,11 +9,11 @@ import httpx
 import pytest
 
 from spotter_tool_runner.packs import healing
-from spotter_tool_runner.packs.openapi import InvalidSpec, load_spec, operations
-from spotter_tool_runner.packs.rules import RuleError, evaluate, load_rules
+from spotter_shared.packs.openapi import InvalidSpec, load_spec, operations
+from spotter_shared.packs.rules import RuleError, evaluate, load_rules
 
 DOORS = Path(__file__).parent / "data" / "doors.yaml"
-SEED_RULES = Path(__file__).parents[2] / "services" / "tool-runner" / "spotter_tool_runner" / "packs" / "seed002_rules.yaml"
+SEED_RULES = Path(__file__).parents[2] / "shared" / "spotter_shared" / "packs" / "seed002_rules.yaml"
 
 
 def test_operations_become_tools_with_resolved_schemas_and_defaults() -> None:
