@@ -37,7 +37,7 @@ def create_app(settings: OrchestratorSettings) -> FastStream:
         broker.context.set_global(COACH, CoachRunner(
             infra.pool, peers, model, lock, coach_model=settings.spotter_coach_model,
             initializer_model=settings.spotter_coach_initializer_model, max_tokens=settings.spotter_coach_max_tokens,
-            tool_timeout_s=settings.spotter_tool_timeout_s, poll_s=min(1.0, settings.spotter_turn_lock_ttl_s / 6)))
+            poll_s=min(1.0, settings.spotter_turn_lock_ttl_s / 6)))
         sweep = IdleSweep(infra.pool, idle_for=timedelta(seconds=settings.spotter_human_session_idle_s),
                           every_s=settings.spotter_human_session_sweep_s)
         sweep.start()

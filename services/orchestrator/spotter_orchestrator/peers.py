@@ -9,6 +9,7 @@ import time
 
 from spotter_shared.bus import Requester
 from spotter_shared.contracts.base import P, R
+from spotter_shared.contracts.coach import CoachCatalogRequest, CoachToolCall, CoachToolResult, CoachToolSpec
 from spotter_shared.contracts.billing import (
     BudgetCheck, BudgetVerdict, ReserveBudget, Reservation, SettleUsage, Settlement, call_reservation_id,
 )
@@ -34,6 +35,7 @@ class Peers:
         self._rag_budget_s = rag_budget_s
         self._tool_timeout_s = tool_timeout_s
         self._catalogs: dict[str, tuple[float, list[ToolSpec]]] = {}
+        self._coach_catalog: tuple[float, list[CoachToolSpec]] | None = None
 
     async def tools(self, role: Role, trace_id: str) -> list[ToolSpec]:
         cached = self._catalogs.get(role)
@@ -42,6 +44,18 @@ class Peers:
         catalog = await edges.tool_catalog(CatalogRequest(role=role), timeout=CATALOG_TIMEOUT_S, trace_id=trace_id)
         self._catalogs[role] = (time.monotonic(), catalog.tools)
         return catalog.tools
+
+    async def coach_tools(self, trace_id: str) -> list[CoachToolSpec]:
+        """The member coach's tools (never the studio's), cached like the studio's catalogs."""
+        if self._coach_catalog and time.monotonic() - self._coach_catalog[0] < CATALOG_TTL_S:
+            return self._coach_catalog[1]
+        catalog = await self._tool_runner(edges.coach_catalog, CoachCatalogRequest(), trace_id)
+        self._coach_catalog = (time.monotonic(), catalog.tools)
+        return catalog.tools
+
+    async def coach_execute(self, call: CoachToolCall) -> CoachToolResult:
+        """Idempotent on the tool-runner's side (a call's result is kept), so asking again is safe."""
+        return await self._tool_runner(edges.coach_execute, call, call.trace_id)
 
     async def execute(self, cmd: ExecuteTool) -> ToolOutcome:
         return await self._tool_runner(edges.execute_tool, cmd, cmd.trace_id)

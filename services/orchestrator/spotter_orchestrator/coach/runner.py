@@ -26,7 +26,7 @@ import asyncpg
 from spotter_shared import bus, coach_data
 from spotter_shared.contracts.billing import SettleUsage
 from spotter_shared.contracts.coach import (
-    CoachCatalogRequest, CoachRun, CoachToolCall, CoachToolResult, CoachToolSpec, CreateCoachSession, SessionEventOut,
+    CoachRun, CoachToolCall, CoachToolResult, CoachToolSpec, CreateCoachSession, SessionEventOut,
     session_subject,
 )
 from spotter_shared.contracts.sessions import SessionView
@@ -45,7 +45,6 @@ log = logging.getLogger(__name__)
 SOURCE: Final = "coach"
 MAX_ITERATIONS: Final = 10
 ARTIFACT_TOOLS: Final = frozenset({"generate_workout", "swap_exercise", "adjust_exercise", "remove_exercise"})
-CATALOG_TTL_S: Final = 60.0
 
 
 @dataclass
@@ -60,11 +59,10 @@ class RunState:
 
 class CoachRunner:
     def __init__(self, pool: asyncpg.Pool, peers: Peers, model: ModelClient, lock: TurnLock, *, coach_model: str,
-                 initializer_model: str, max_tokens: int, tool_timeout_s: float, poll_s: float) -> None:
+                 initializer_model: str, max_tokens: int, poll_s: float) -> None:
         self._pool, self._peers, self._model, self._lock = pool, peers, model, lock
         self._coach_model, self._init_model, self._max_tokens = coach_model, initializer_model, max_tokens
-        self._tool_timeout_s, self._poll_s = tool_timeout_s, poll_s
-        self._catalog: tuple[float, list[CoachToolSpec]] | None = None
+        self._poll_s = poll_s
 
     # Sessions ---------------------------------------------------------------------------------------
     async def create_session(self, req: CreateCoachSession) -> SessionView:
@@ -108,7 +106,7 @@ class CoachRunner:
 
     async def _run(self, cmd: CoachRun, sessions: Sessions) -> None:
         log_ = await self._run_events(sessions, cmd)
-        state = RunState(cmd=cmd, sessions=sessions, model=cmd.model or self._coach_model, specs=await self._specs(cmd.trace_id),
+        state = RunState(cmd=cmd, sessions=sessions, model=cmd.model or self._coach_model, specs=await self._peers.coach_tools(cmd.trace_id),
                      calls=sum(1 for e in log_ if e.event_type == "coach.llm_response"))
         if not any(e.event_type == "user.message" for e in log_):
             await self._start(state)
@@ -279,7 +277,7 @@ class CoachRunner:
         ask = CoachToolCall(session_id=cmd.session_id, call_id=call["callId"], name=call["toolName"],
                             input=call.get("arguments") or {}, actor=cmd.actor, trace_id=cmd.trace_id)
         try:
-            result = await edges.coach_execute.patiently(ask, timeout=self._tool_timeout_s, attempts=5, trace_id=cmd.trace_id)
+            result = await self._peers.coach_execute(ask)
         except (TimeoutError, RemoteError) as exc:
             text = f"The tool could not be run ({type(exc).__name__}); try again or tell the member."
             result = CoachToolResult(name=call["toolName"], success=False, result={"success": False, "error": text},
@@ -289,7 +287,8 @@ class CoachRunner:
             "runId": cmd.run_id, "callId": call["callId"], "toolName": call["toolName"], "success": result.success,
             "result": result.result, "formatted": result.formatted, "durationMs": result.duration_ms,
             "statusDone": spec.status_done if spec else None,
-            "artifactId": result.artifact.get("artifact_id") if result.artifact else None}))
+            # The workout as it now stands, for the client's card (generate, swap, adjust, remove).
+            "artifact": result.artifact if call["toolName"] in ARTIFACT_TOOLS else None}))
         if result.artifact is not None and call["toolName"] in ARTIFACT_TOOLS:
             await self._emit(state, NewEvent("coach.artifact", "system", metadata={
                 "runId": cmd.run_id, "callId": call["callId"], "artifact": result.artifact}))
@@ -316,13 +315,6 @@ class CoachRunner:
 
     async def _finished(self, sessions: Sessions, cmd: CoachRun) -> bool:
         return any(e.event_type == "coach.run_completed" for e in await self._run_events(sessions, cmd))
-
-    async def _specs(self, trace_id: str) -> list[CoachToolSpec]:
-        now = asyncio.get_running_loop().time()
-        if self._catalog is None or now - self._catalog[0] > CATALOG_TTL_S:
-            catalog = await edges.coach_catalog.patiently(CoachCatalogRequest(), timeout=5.0, attempts=3, trace_id=trace_id)
-            self._catalog = (now, catalog.tools)
-        return self._catalog[1]
 
     @staticmethod
     def _spec(state: RunState, name: str) -> CoachToolSpec | None:
