@@ -6,12 +6,19 @@ import hashlib
 import json
 import logging
 from importlib import resources
+from typing import Any
 
 import asyncpg
 
 log = logging.getLogger(__name__)
 
 _MIGRATION_LOCK = 0x5B077E5  # any constant; serialises concurrent `spotter migrate` runs
+
+
+def decoded(value: Any) -> Any:
+    """A json/jsonb value as Python: pools from create_pool decode it already; a connection without
+    the codecs hands back text."""
+    return json.loads(value) if isinstance(value, str) else value
 
 
 async def _init_connection(conn: asyncpg.Connection) -> None:

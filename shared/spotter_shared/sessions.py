@@ -5,7 +5,6 @@ session type) so no caller can forget either. The orchestrator owns the tables a
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -17,6 +16,7 @@ import asyncpg
 
 from spotter_shared.contracts.sessions import SessionView, TaskRef
 from spotter_shared.errors import ErrorCode, SpotterError
+from spotter_shared.db import decoded
 
 SessionType = Literal["agent", "response", "tool", "mixed"]
 SessionStatus = Literal["draft", "pending", "running", "completed", "failed", "waiting_human", "awaiting_tool", "idle",
@@ -138,7 +138,7 @@ def session_record(row: asyncpg.Record) -> SessionRecord:
         user_id=str(row["user_id"]) if row["user_id"] else None, session_type=row["session_type"], status=row["status"],
         source=row["source"], task_id=str(row["task_id"]) if row["task_id"] else None, title=row["title"],
         started_at=row["started_at"], completed_at=row["completed_at"], error_message=row["error_message"],
-        metadata=_json(row["metadata"]), usage=_json(row["usage"]), cost_usd_micros=row["cost_usd_micros"],
+        metadata=decoded(row["metadata"]), usage=decoded(row["usage"]), cost_usd_micros=row["cost_usd_micros"],
         last_sequence=row["last_sequence"], created_at=row["created_at"], updated_at=row["updated_at"],
     )
 
@@ -146,7 +146,7 @@ def session_record(row: asyncpg.Record) -> SessionRecord:
 def session_event(row: asyncpg.Record) -> SessionEvent:
     return SessionEvent(
         session_id=str(row["session_id"]), sequence=row["sequence"], event_type=row["event_type"], role=row["role"],
-        content=_json(row["content"]), metadata=_json(row["metadata"]), thread_id=row["thread_id"],
+        content=decoded(row["content"]), metadata=decoded(row["metadata"]), thread_id=row["thread_id"],
         external_event_id=row["external_event_id"], created_at=row["created_at"],
     )
 
@@ -154,9 +154,6 @@ def session_event(row: asyncpg.Record) -> SessionEvent:
 def _iso(value: datetime | None) -> str | None:
     return value.isoformat() if value is not None else None
 
-
-def _json(value: Any) -> Any:
-    return json.loads(value) if isinstance(value, str) else value
 
 
 class SessionReader:

@@ -325,3 +325,25 @@ async def test_the_parity_matrix(http: httpx.AsyncClient, pool: asyncpg.Pool, si
     assert_requests_valid([{"body": b} for b in bodies])
     forced = model == "claude-haiku-4-5"
     assert all((b["tool_choice"]["type"] == "any") == forced for b in bodies)
+
+
+async def test_a_run_that_waits_longer_than_the_lease_in_jetstream_still_streams_to_its_end(
+        http: httpx.AsyncClient, pool: asyncpg.Pool, platform) -> None:
+    """The gateway's claim on the session lapses (6 s here) while no orchestrator is there to take the
+    command; the stream waits for the run's last event, not for the lease."""
+    import asyncio
+
+    studio = await make_studio(pool)
+    member = auth(studio.member.user_id)
+    first = await frames(http, f"{base(studio.org.id)}/stream", member, {"message": "hello coach"})
+    sid = first[-1][1]["sessionId"]
+    orchestrator = platform.procs["spotter-orchestrator"]
+    orchestrator.kill()
+    try:
+        run = asyncio.create_task(frames(http, f"{base(studio.org.id)}/stream", member, {"message": "hello again", "sessionId": sid}))
+        await asyncio.sleep(8)
+        assert not run.done()
+    finally:
+        orchestrator.start()
+    got = await asyncio.wait_for(run, timeout=60)
+    assert [f["type"] for _, f in got][-1] == "done" and "message_notify_user" in [f["type"] for _, f in got]

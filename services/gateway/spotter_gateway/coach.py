@@ -134,15 +134,16 @@ async def _start(request: Request, body: CoachBody, actor: Actor, idempotency_ke
 async def _run_events(request: Request, started: _Started) -> AsyncIterator[LoggedEvent]:
     """The session's events from before the run until its `coach.run_completed`."""
     db = request.app.state.pool
-    lock: TurnLock = request.app.state.turn_lock
 
     def stop(event: LoggedEvent) -> bool:
         return event.type == "coach.run_completed" and event.turn_id == started.run_id
 
     async def running() -> bool:
-        # Held by this run, or not yet picked up (the lease is the gateway's claim until then).
-        return await lock.holder(started.session_id) == started.run_id or not await db.fetchval(
-            "SELECT 1 FROM sessions WHERE id = $1", uuid.UUID(started.session_id))
+        # Until the run's last event is stored — waiting in JetStream counts (the gateway's claim on
+        # the lease may lapse before a busy orchestrator takes the command).
+        return not await db.fetchval(
+            """SELECT 1 FROM session_events WHERE session_id = $1 AND event_type = 'coach.run_completed'
+                AND metadata->>'runId' = $2""", uuid.UUID(started.session_id), started.run_id)
 
     async for event in started.feed.events(started.after, stop, request.app.state.settings.spotter_stream_idle_timeout_s, running):
         yield event

@@ -7,7 +7,6 @@ to the organization's owner and admins; to anyone else it does not exist (404)."
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import Sequence
 from typing import Annotated, Any
@@ -24,6 +23,7 @@ from spotter_shared.contracts.sessions import (
 )
 from spotter_shared.errors import ErrorCode, SpotterError
 from spotter_shared.sessions import SESSION_TYPES, SessionReader, running_human_session, task_ref
+from spotter_shared.db import decoded
 
 from . import edges
 from .conversations import own_words
@@ -228,19 +228,19 @@ def _item(sequence: int, event_type: str, role: str, row: asyncpg.Record, *, con
 
 def _input(turn: asyncpg.Record, said: asyncpg.Record | None, first: asyncpg.Record) -> dict[str, Any]:
     kind = turn["kind"]
-    content = [b for b in own_words(_json(said["content"])) if b.get("type") == "text"] if said and kind == "send" else []
+    content = [b for b in own_words(decoded(said["content"])) if b.get("type") == "text"] if said and kind == "send" else []
     metadata = {"toolUseId": turn["tool_use_id"]} if turn["tool_use_id"] else {}
     return _item(2 * first["seq"] - 1, _INPUT_TYPES.get(kind, f"user.{kind}"), "user", first, content=content, metadata=metadata)
 
 
 def _mapped(row: asyncpg.Record, replies: dict[str, asyncpg.Record]) -> dict[str, Any] | None:
-    data, seq = _json(row["data"]), 2 * row["seq"]
+    data, seq = decoded(row["data"]), 2 * row["seq"]
     match row["type"]:
         case "conversation_started":
             return _item(seq, "session.created", "system", row, metadata={"source": "operator"})
         case "message_done":
             reply = replies.get(data.get("messageId"))
-            text = [b for b in _json(reply["content"]) if b.get("type") == "text"] if reply else []
+            text = [b for b in decoded(reply["content"]) if b.get("type") == "text"] if reply else []
             if not text:
                 return None
             return _item(seq, "agent.message", "agent", row, content=text,
@@ -270,6 +270,3 @@ def _mapped(row: asyncpg.Record, replies: dict[str, asyncpg.Record]) -> dict[str
             return _item(seq, "agent.turn_completed", "system", row, metadata={"usage": data.get("usage")})
     return None  # text_delta: folded into the message
 
-
-def _json(value: Any) -> Any:
-    return json.loads(value) if isinstance(value, str) else value

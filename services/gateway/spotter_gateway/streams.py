@@ -19,6 +19,7 @@ import asyncpg
 
 from spotter_shared.contracts.coach import SessionEventOut
 from spotter_shared.contracts.events import ConversationEvent
+from spotter_shared.db import decoded
 
 log = logging.getLogger(__name__)
 
@@ -166,12 +167,9 @@ class SessionFeed(EventFeed):
                WHERE session_id = $1 AND sequence > $2 ORDER BY sequence LIMIT 1000""",
             uuid.UUID(self.conversation_id), after,
         )
-        return [LoggedEvent(seq=r["sequence"], turn_id=str(_json(r["metadata"]).get("runId", "")), type=r["event_type"],
-                            data=session_data(_json(r["content"]), _json(r["metadata"]))) for r in rows]
+        return [LoggedEvent(seq=r["sequence"], turn_id=str(decoded(r["metadata"]).get("runId", "")), type=r["event_type"],
+                            data=session_data(decoded(r["content"]), decoded(r["metadata"]))) for r in rows]
 
-
-def _json(value: Any) -> Any:
-    return json.loads(value) if isinstance(value, str) else value
 
 
 class StreamIdle(Exception):

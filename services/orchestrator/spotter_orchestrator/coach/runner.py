@@ -95,7 +95,16 @@ class CoachRunner:
             case None:
                 return
             case Run.OTHER_TURN:
-                log.warning("coach session %s is held by another run; dropping %s", cmd.session_id, cmd.run_id)
+                # Only when the gateway's claim lapsed and another message started a run meanwhile:
+                # this one ends at once (its stream sees an error and `done`), never interleaved.
+                log.warning("coach session %s is held by another run; ending %s", cmd.session_id, cmd.run_id)
+                state = RunState(cmd=cmd, sessions=sessions, model=cmd.model or self._coach_model, specs=[])
+                await self._emit(state, NewEvent("session.error", "system", metadata={
+                    "runId": cmd.run_id, "code": ErrorCode.CONVERSATION_BUSY.value, "context": "loop", "traceId": cmd.trace_id,
+                    "message": "Your coach was answering another message; send this one again."}))
+                await self._emit(state, NewEvent("coach.run_completed", "system", external_event_id=f"run:{cmd.run_id}:done",
+                                                 metadata={"runId": cmd.run_id, "status": "error", "reason": "conversation_busy",
+                                                           "iterations": 0}))
                 return
         renew = asyncio.create_task(self._keep_lease(cmd, runner))
         try:
