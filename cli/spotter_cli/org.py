@@ -17,7 +17,9 @@ import re
 import sys
 import unicodedata
 import uuid
+from collections.abc import Coroutine
 from dataclasses import dataclass
+from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import asyncpg
@@ -140,12 +142,17 @@ async def _run(args: argparse.Namespace) -> int:
     return 0
 
 
-def command(args: argparse.Namespace) -> int:
+def refusable(label: str, main: Coroutine[Any, Any, int]) -> int:
+    """Run a command; a refusal is its message on stderr and exit code 2 (nothing was changed)."""
     try:
-        return asyncio.run(_run(args))
+        return asyncio.run(main)
     except Refused as exc:
-        print(f"spotter org {args.org_command}: {exc}", file=sys.stderr)
+        print(f"spotter {label}: {exc}", file=sys.stderr)
         return 2
+
+
+def command(args: argparse.Namespace) -> int:
+    return refusable(f"org {args.org_command}", _run(args))
 
 
 def register(sub: argparse._SubParsersAction) -> None:

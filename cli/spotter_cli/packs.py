@@ -14,7 +14,6 @@ printed back. Bad input is refused with a message on stderr and exit code 2, and
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import re
 import sys
@@ -28,7 +27,7 @@ from spotter_shared.packs.openapi import PACK_NAME, InvalidSpec, load_spec, oper
 from spotter_shared.packs.rules import RuleError, load_rules
 from spotter_shared.secrets import SecretError, SecretSettings, cipher, seal
 
-from .org import Refused, find_org
+from .org import Refused, find_org, refusable
 
 _HEADER_NAME = re.compile(r"^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,100}$")
 
@@ -156,11 +155,7 @@ async def _run(args: argparse.Namespace) -> int:
 
 
 def command(args: argparse.Namespace) -> int:
-    try:
-        return asyncio.run(_run(args))
-    except Refused as exc:
-        print(f"spotter packs {args.packs_command}: {exc}", file=sys.stderr)
-        return 2
+    return refusable(f"packs {args.packs_command}", _run(args))
 
 
 def register(sub: argparse._SubParsersAction) -> None:
