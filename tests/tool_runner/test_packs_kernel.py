@@ -142,3 +142,70 @@ async def test_a_conflict_is_refreshed_and_retried_once() -> None:
     assert refreshed == [True] and [a.category for a in healed.attempts] == ["conflict", "conflict"] and not healed.ok
     fixed = await healing.call_with_healing(_responses(409, 200), retry_writes=True, refresh=refresh, sleep=_no_wait)
     assert fixed.ok and fixed.summary() == "2 attempts: 409 conflict, then 200"
+
+
+# Calls ------------------------------------------------------------------------------------------------
+
+from spotter_tool_runner.packs.calls import REDACTED, call_operation, request_of  # noqa: E402
+
+KEY = "sk_test_DOORS_secret"
+
+
+def _tools() -> dict:
+    return {op.tool_name: op for op in operations("doors", load_spec(DOORS.read_text()))}
+
+
+def test_the_request_is_built_from_the_operation() -> None:
+    tools = _tools()
+    request, twice = request_of(tools["doors__deleteDoor"], "http://doors.local/api/", {"doorId": "7/../8", "X-Reason": "moved"},
+                                {"X-Api-Key": KEY, "X-Reason": "pack wins"}, None)
+    assert (request.method, str(request.url)) == ("DELETE", "http://doors.local/api/doors/7%2F..%2F8")
+    assert request.headers["x-api-key"] == KEY and request.headers["x-reason"] == "pack wins" and twice
+    request, twice = request_of(tools["doors__listDoors"], "http://doors.local/api", {"status": "open", "limit": 5}, {}, None)
+    assert str(request.url) == "http://doors.local/api/doors?status=open&limit=5" and twice
+    request, twice = request_of(tools["doors__createDoor"], "http://doors.local/api", {"body": {"name": "Front"}}, {}, "conv:toolu_1")
+    assert json_body(request) == {"name": "Front"} and request.headers["content-type"] == "application/json"
+    assert "idempotency-key" not in request.headers and not twice  # this API takes no key: a POST is sent once
+
+
+def json_body(request) -> dict:
+    import json
+    return json.loads(request.content)
+
+
+async def test_a_call_heals_reports_and_never_returns_the_key() -> None:
+    seen: list[httpx.Request] = []
+    answers = iter([httpx.Response(503), httpx.Response(200, json={"id": 7, "echo": f"key was {KEY}"})])
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        return next(answers)
+
+    async with httpx.AsyncClient(transport=httpx.MockTransport(handler), timeout=5) as client:
+        result = await call_operation(client, _tools()["doors__getDoor"], "http://doors.local/api", {"doorId": 7},
+                                      {"X-Api-Key": KEY}, sleep=_no_wait)
+    assert result.ok and result.healed.summary() == "2 attempts: 503 retryable, then 200" and len(seen) == 2
+    assert result.body == {"id": 7, "echo": f"key was {REDACTED}"} and KEY not in str(result.body)
+
+
+async def test_a_422_comes_back_user_fixable_with_what_the_service_said() -> None:
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(422, json={"detail": "name is required"})
+
+    async with httpx.AsyncClient(transport=httpx.MockTransport(handler), timeout=5) as client:
+        result = await call_operation(client, _tools()["doors__createDoor"], "http://doors.local/api", {"body": {}}, {},
+                                      sleep=_no_wait)
+    assert not result.ok and result.healed.classified.category == "user_fixable" and result.body == {"detail": "name is required"}
+    assert len(result.healed.attempts) == 1
+
+
+def test_a_write_is_safe_twice_only_with_an_idempotency_key_the_api_takes() -> None:
+    text = DOORS.read_text().replace(
+        "      operationId: createDoor\n      summary: Add a door\n",
+        "      operationId: createDoor\n      summary: Add a door\n      parameters:\n"
+        "        - {name: Idempotency-Key, in: header, schema: {type: string}}\n")
+    create = {op.tool_name: op for op in operations("doors", load_spec(text))}["doors__createDoor"]
+    request, twice = request_of(create, "http://doors.local/api", {"body": {"name": "Front"}}, {}, "conv:toolu_1")
+    assert request.headers["idempotency-key"] == "conv:toolu_1" and twice
+    _, twice = request_of(create, "http://doors.local/api", {"body": {"name": "Front"}}, {}, None)
+    assert not twice
