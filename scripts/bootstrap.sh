@@ -5,9 +5,12 @@
 #   - .venv (python3.11) with every package of the repo installed editable, pinned by constraints.txt,
 #     plus the test tools (Playwright's Python client drives Debian's chromium: never `playwright
 #     install`, nothing is downloaded at run time),
-#   - the studio web app: `npm ci` in web/ and `npm run build` into the gateway's package.
+#   - the studio web app: `npm ci` in web/ and `npm run build` into the gateway's package,
+#   - the tool-pack tests' third-party OpenAPI documents (the Swagger Petstore of
+#     @readme/oas-examples): `npm ci` in tests/openapi, never committed, never fetched by a test.
 # Stamps make a second run a fast no-op: .venv's keyed on constraints.txt, the pyproject.toml files
-# and this script; web/'s on its lock file (npm ci) and its sources (build). FORCE=1 redoes both.
+# and this script; web/'s on its lock file (npm ci) and its sources (build); tests/openapi's on its
+# lock file. FORCE=1 redoes them all.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 ROOT=$(pwd)
@@ -138,5 +141,27 @@ web_app() {
     fi
 }
 
+# --- third-party OpenAPI documents for the tests -----------------------------------------------
+openapi_docs() {  # node and npm: checked by web_app, which runs first
+    local dir="$ROOT/tests/openapi"
+    local stamp="$dir/node_modules/.spotter-npm-ci" deps
+    deps=$(cd "$dir" && web_hash package.json package-lock.json)
+    if [ "${FORCE:-0}" != 1 ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$deps" ]; then
+        log "openapi: up to date (tests/openapi/node_modules matches its lock file)"
+        return
+    fi
+    SECONDS=0
+    log "openapi: npm ci in tests/openapi"
+    local out
+    if ! out=$(cd "$dir" && npm ci --no-audit --no-fund 2>&1); then
+        echo "$out" | tail -n 60 >&2
+        log "openapi: npm ci failed"
+        exit 1
+    fi
+    echo "$deps" > "$stamp"
+    log "openapi: npm ci done in ${SECONDS}s"
+}
+
 python_env
 web_app
+openapi_docs

@@ -7,7 +7,8 @@
 
 `add` validates the document (openapi-spec-validator), builds its tools (at least one operation), checks
 the rules (each condition must parse as CEL, refused with its line), stores the pack with its header
-values encrypted, and enables it for each --org (ORG: id or slug). Adding a name that exists replaces
+values encrypted, and enables it for each --org (ORG: id or slug); running tool-runners reload it at once
+(a notification on the `spotter_packs` channel), without a restart. Adding a name that exists replaces
 its document, base URL, headers and rules, and enables the new orgs as well. Header values are never
 printed back. Bad input is refused with a message on stderr and exit code 2, and changes nothing."""
 
@@ -23,6 +24,7 @@ from urllib.parse import urlsplit
 import asyncpg
 import httpx
 
+from spotter_shared.packs import CHANGED_CHANNEL
 from spotter_shared.packs.openapi import PACK_NAME, InvalidSpec, load_spec, operations
 from spotter_shared.packs.rules import RuleError, load_rules
 from spotter_shared.secrets import SecretError, SecretSettings, cipher, seal
@@ -117,6 +119,7 @@ async def add(conn: asyncpg.Connection, args: argparse.Namespace) -> tuple[str, 
                    ON CONFLICT (pack_id, organization_id) DO UPDATE SET rules_yaml = excluded.rules_yaml""",
                 pack_id, org["id"], org_rules,
             )
+        await notify(conn, args.name)
     return str(pack_id), count
 
 
@@ -130,8 +133,16 @@ async def listing(conn: asyncpg.Connection) -> list[asyncpg.Record]:
 
 
 async def remove(conn: asyncpg.Connection, name: str) -> None:
-    if await conn.execute("DELETE FROM tool_packs WHERE name = $1", name) == "DELETE 0":
-        raise Refused(f"no pack named {name!r}")
+    async with conn.transaction():
+        if await conn.execute("DELETE FROM tool_packs WHERE name = $1", name) == "DELETE 0":
+            raise Refused(f"no pack named {name!r}")
+        await notify(conn, name)
+
+
+async def notify(conn: asyncpg.Connection, name: str) -> None:
+    """Tell the running tool-runners (they listen on this channel) to reload: delivered at commit, so a
+    change that rolls back is never announced. This is how a pack is reloaded without a restart."""
+    await conn.execute("SELECT pg_notify($1, $2)", CHANGED_CHANNEL, name)
 
 
 async def _run(args: argparse.Namespace) -> int:

@@ -27,7 +27,8 @@ SELECT c.id, c.title, c.pinned, c.archived_at, c.model, c.locale, c.last_message
 _LOGGED_CALLS = """
 SELECT data->>'toolUseId' AS tool_use_id,
        bool_or(type = 'tool_completed' AND (data->>'inverseAvailable')::boolean) AS inverse_available,
-       max(data->>'confirm') FILTER (WHERE type = 'confirmation_pending') AS confirm
+       max(data->>'confirm') FILTER (WHERE type = 'confirmation_pending') AS confirm,
+       max(data->>'reason') FILTER (WHERE type = 'confirmation_pending') AS reason
   FROM ai_conversation_events
  WHERE conversation_id = $1 AND type IN ('tool_completed', 'confirmation_pending')
  GROUP BY 1
@@ -118,6 +119,7 @@ async def detail(db: asyncpg.Pool, conversation: asyncpg.Record) -> dict[str, An
                                 and bool(logged[r["tool_use_id"]]["inverse_available"]),
             "undone": r["tool_use_id"] in undone,
             "confirm": logged[r["tool_use_id"]]["confirm"] if r["tool_use_id"] in logged else None,
+            "reason": logged[r["tool_use_id"]]["reason"] if r["tool_use_id"] in logged else None,
         }
         for r in tools
     }

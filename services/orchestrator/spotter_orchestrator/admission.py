@@ -68,7 +68,7 @@ def judge(
     if call is None or state is None:
         return Refused(ErrorCode.TOOL_EXECUTION_NOT_FOUND, "No such tool call in this conversation.")
     match command:
-        case "confirm" if not call.needs_human or call.is_picker:
+        case "confirm" if not call.waits_for_person(state) or call.is_picker:
             return Refused(ErrorCode.INVALID_REQUEST, "This tool call does not take a confirmation.")
         case "pick" if not call.is_picker:
             return Refused(ErrorCode.INVALID_REQUEST, "This tool call does not take a pick.")

@@ -15,7 +15,7 @@ from typing import Any, cast
 from anthropic.types import ContentBlockParam, MessageParam, ToolResultBlockParam, ToolUseBlockParam
 
 from spotter_shared.contracts.events import ToolCompleted, ToolStarted
-from spotter_shared.contracts.tools import ToolName, ToolOutcome, ToolSpec
+from spotter_shared.contracts.tools import CallState, ToolName, ToolOutcome, ToolSpec
 
 History = list[MessageParam]
 Content = list[ContentBlockParam]
@@ -53,6 +53,11 @@ class ToolCall:
     @property
     def is_picker(self) -> bool:
         return self.spec is not None and self.spec.is_picker
+
+    def waits_for_person(self, state: CallState | None) -> bool:
+        """Whether this call waits for a person: declared so (`needs_human`), or a pack's rule asked
+        for a confirmation of this particular call (recorded on its state)."""
+        return self.needs_human or (state is not None and state.gate is not None)
 
     def started(self) -> ToolStarted:
         return ToolStarted(tool_use_id=self.id, router=self.name.router, action=self.name.action, input=self.input)

@@ -24,6 +24,7 @@ from spotter_shared.contracts.commands import (
     SEND_MESSAGE, UNDO, Admission, AdmitCommand, CancelSuspended, CancelTurn, ConfirmTool, ConversationFlags,
     OrganizeConversation, PickTool, SendMessage, UndoTool,
 )
+from spotter_shared.contracts.tools import TOOLS_CHANGED, ToolsChanged
 from spotter_shared.contracts.coach import COACH_RUN, COACH_SESSION_CREATE, CoachRun, CreateCoachSession
 from spotter_shared.contracts.sessions import (
     RECORD_HUMAN_EVENTS, START_HUMAN_SESSION, STOP_HUMAN_SESSION, HumanSessionChanged, RecordedHumanEvents,
@@ -88,6 +89,11 @@ async def on_coach_session(body: CreateCoachSession, coach: Coach) -> SessionVie
     return await coach.create_session(body)
 
 
+async def on_tools_changed(body: ToolsChanged, core: Core) -> None:
+    # No queue group: every replica drops its cached catalogs.
+    core.tools_changed()
+
+
 async def on_cancel(body: CancelTurn, core: Core) -> None:
     # No queue group: every replica hears it; only the one running the turn acts.
     core.cancel_running(body.turn_id)
@@ -131,6 +137,7 @@ def build_router(settings: OrchestratorSettings) -> NatsRouter:
             description=ep.description,
         )(HANDLERS[ep.subject])
     bus.subscriber(router, CANCEL_TURN)(on_cancel)
+    bus.subscriber(router, TOOLS_CHANGED)(on_tools_changed)
     bus.subscriber(router, ADMIT)(on_admit)
     bus.subscriber(router, ORGANIZE_CONVERSATION)(on_organize)
     bus.subscriber(router, START_HUMAN_SESSION)(on_human_start)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -15,7 +16,7 @@ from spotter_shared.contracts.commands import Actor
 from spotter_shared.contracts.events import (
     ConfirmationPending, DisambiguationPending, MessageDone, PickCandidate, ToolError, TurnUsage,
 )
-from spotter_shared.contracts.tools import ExecuteTool, ToolOutcome, ToolSpec
+from spotter_shared.contracts.tools import ExecuteTool, ToolGate, ToolOutcome, ToolSpec
 from anthropic.types import TextBlockParam, ToolParam
 
 from spotter_shared.errors import ErrorCode, RemoteError
@@ -197,13 +198,22 @@ class ModelLoop:
         known: dict[str, ToolOutcome] = {}
         for index, call in enumerate(step.calls):
             if call.needs_human:
-                for later in step.calls[index:]:
-                    held = await self._execute(ctx, step.message_id, later, hold=True)
-                    if held.status != "pending":
-                        known[later.id] = held  # refused before it could wait (e.g. invalid input)
+                await self._hold_all(ctx, step, step.calls[index:], known)
                 break
-            known[call.id] = await self._run_one(ctx, step.message_id, call)
+            outcome = await self._run_one(ctx, step.message_id, call)
+            if outcome.status == "pending":
+                # A pack's rule asked a person to confirm this call: it waits like a declared gate.
+                await self._hold_all(ctx, step, step.calls[index + 1:], known)
+                break
+            known[call.id] = outcome
         return await self.advance(ctx, history, step, known)
+
+    async def _hold_all(self, ctx: LoopContext, step: RunTools, calls: Sequence[ToolCall],
+                        known: dict[str, ToolOutcome]) -> None:
+        for later in calls:
+            held = await self._execute(ctx, step.message_id, later, hold=True)
+            if held.status != "pending":
+                known[later.id] = held  # refused before it could wait (e.g. invalid input)
 
     async def advance(self, ctx: LoopContext, history: History, step: RunTools,
                       known: dict[str, ToolOutcome] | None = None) -> CallModel | Suspended:
@@ -218,26 +228,32 @@ class ModelLoop:
             if call.id in outcomes:
                 continue
             state = states.get(call.id)
+            gate = state.gate if state is not None else None
             if call.needs_human and state is None:
                 # Never run a gated tool that was not held (a crash between holds): hold it now.
                 held = await self._execute(ctx, step.message_id, call, hold=True)
                 if held.status != "pending":
                     outcomes[call.id] = held
                     continue
+                gate = held.gate
             elif state is not None and state.outcome is not None:
                 outcomes[call.id] = state.outcome
                 continue
-            if call.needs_human and (state is None or state.status == "pending"):
-                await self._announce_pending(ctx, call)
+            if call.waits_for_person(state) and (state is None or state.status == "pending"):
+                await self._announce_pending(ctx, call, gate)
                 return Suspended(tool_use_id=call.id)
             # A normal tool, or a gated one already approved ('running' after a crash): run it.
-            outcomes[call.id] = await self._run_one(ctx, step.message_id, call)
+            outcome = await self._run_one(ctx, step.message_id, call)
+            if outcome.status == "pending":  # a pack's rule asks a person first
+                await self._announce_pending(ctx, call, outcome.gate)
+                return Suspended(tool_use_id=call.id)
+            outcomes[call.id] = outcome
         results = [call.result_block(outcomes.get(call.id)) for call in step.calls]
         await self._store.append_message(ctx.conversation_id, ctx.turn_id, "tool_result", results)
         history.append({"role": "user", "content": results})
         return CallModel()
 
-    async def _announce_pending(self, ctx: LoopContext, call: ToolCall) -> None:
+    async def _announce_pending(self, ctx: LoopContext, call: ToolCall, gate: ToolGate | None = None) -> None:
         assert call.spec is not None  # only gated calls wait, and a gated call has a spec
         if call.is_picker:
             event: ConfirmationPending | DisambiguationPending = DisambiguationPending(
@@ -250,7 +266,8 @@ class ModelLoop:
         else:
             event = ConfirmationPending(
                 tool_use_id=call.id, router=call.name.router, action=call.name.action, input=call.input,
-                confirm="always" if call.spec.confirm == "always" else "destructive",
+                confirm="always" if call.spec.confirm == "always" or gate is not None else "destructive",
+                reason=gate.message if gate is not None else None,
             )
             observability.ConfirmationPending(trace_id=ctx.trace_id, org_id=ctx.actor.organization_id,
                                               router=call.name.router, action=call.name.action).log(log)
@@ -259,13 +276,15 @@ class ModelLoop:
 
     async def run_approved(self, ctx: LoopContext, message_id: str, call: ToolCall) -> ToolOutcome:
         """The human approved: pending → running → succeeded | failed (at most once, by the runner)."""
-        return await self._run_one(ctx, message_id, call)
+        return await self._run_one(ctx, message_id, call, approved=True)
 
-    async def _run_one(self, ctx: LoopContext, message_id: str, call: ToolCall) -> ToolOutcome:
+    async def _run_one(self, ctx: LoopContext, message_id: str, call: ToolCall, *, approved: bool = False) -> ToolOutcome:
+        """Run a call and report it; a call a pack's rule holds for a person comes back pending, unreported."""
         if call.id not in ctx.already_announced:
             await ctx.emitter.emit(call.started())
-        outcome = await self._execute(ctx, message_id, call)
-        await self.report(ctx, call, outcome)
+        outcome = await self._execute(ctx, message_id, call, approved=approved)
+        if outcome.status != "pending":
+            await self.report(ctx, call, outcome)
         return outcome
 
     async def report(self, ctx: LoopContext, call: ToolCall, outcome: ToolOutcome) -> None:
@@ -273,11 +292,14 @@ class ModelLoop:
         if call.id not in ctx.already_completed:
             await ctx.emitter.emit(call.completed(outcome))
 
-    async def _execute(self, ctx: LoopContext, message_id: str, call: ToolCall, *, hold: bool = False) -> ToolOutcome:
+    async def _execute(self, ctx: LoopContext, message_id: str, call: ToolCall, *, hold: bool = False,
+                       approved: bool = False) -> ToolOutcome:
+        # A pack's rules may weigh what the conversation has cost so far (seed 002's cost guards).
+        cost = await self._store.conversation_cost(ctx.conversation_id) if call.spec and call.spec.pack else None
         cmd = ExecuteTool(
             conversation_id=ctx.conversation_id, message_id=message_id, tool_use_id=call.id,
             router=call.name.router, action=call.name.action, input=call.input, actor=ctx.actor,
-            trace_id=ctx.trace_id, hold=hold,
+            trace_id=ctx.trace_id, hold=hold, approved=approved, conversation_cost_usd_micros=cost,
         )
         try:
             return await self._peers.execute(cmd)

@@ -34,16 +34,24 @@ class Peers:
     def __init__(self, *, rag_budget_s: float, tool_timeout_s: float) -> None:
         self._rag_budget_s = rag_budget_s
         self._tool_timeout_s = tool_timeout_s
-        self._catalogs: dict[str, tuple[float, list[ToolSpec]]] = {}
+        self._catalogs: dict[tuple[str, str], tuple[float, list[ToolSpec]]] = {}
         self._coach_catalog: tuple[float, list[CoachToolSpec]] | None = None
 
-    async def tools(self, role: Role, trace_id: str) -> list[ToolSpec]:
-        cached = self._catalogs.get(role)
+    async def tools(self, actor: Actor, trace_id: str) -> list[ToolSpec]:
+        """The tools `actor` may use: Spotter's own for its role, then its organization's packs. Cached
+        per (role, organization) until the TTL or a `spotter.tools.changed` (`forget_tools`)."""
+        key = (actor.role, actor.organization_id)
+        cached = self._catalogs.get(key)
         if cached and time.monotonic() - cached[0] < CATALOG_TTL_S:
             return cached[1]
-        catalog = await edges.tool_catalog(CatalogRequest(role=role), timeout=CATALOG_TIMEOUT_S, trace_id=trace_id)
-        self._catalogs[role] = (time.monotonic(), catalog.tools)
+        request = CatalogRequest(role=actor.role, organization_id=actor.organization_id)
+        catalog = await edges.tool_catalog(request, timeout=CATALOG_TIMEOUT_S, trace_id=trace_id)
+        self._catalogs[key] = (time.monotonic(), catalog.tools)
         return catalog.tools
+
+    def forget_tools(self) -> None:
+        """Tool packs changed: the next turn of every organization asks for its catalog again."""
+        self._catalogs.clear()
 
     async def coach_tools(self, trace_id: str) -> list[CoachToolSpec]:
         """The member coach's tools (never the studio's), cached like the studio's catalogs."""

@@ -110,6 +110,13 @@ class Store:
             usage.cache_creation_tokens, usage.cost_usd_micros,
         )
 
+    async def conversation_cost(self, conversation_id: str) -> int:
+        """What the conversation's turns have cost so far, in USD micros (a pack's rules weigh it)."""
+        return await self.pool.fetchval(
+            "SELECT coalesce(sum(cost_usd_micros), 0)::bigint FROM ai_turns WHERE conversation_id = $1",
+            uuid.UUID(conversation_id),
+        )
+
     async def finish_turn(self, turn_id: str, status: str, error_code: str | None = None) -> None:
         await self.pool.execute(
             "UPDATE ai_turns SET status = $2, error_code = $3, finished_at = now() WHERE id = $1",

@@ -80,7 +80,8 @@ class BatchView:
                 own_turn: str | None = None) -> Verdict:
         call = self.call(tool_use_id)
         earlier = self.calls[: self.calls.index(call)] if call is not None else ()
-        waiting = any(c.needs_human and getattr(self.states.get(c.id), "status", None) == "pending" for c in earlier)
+        waiting = any(c.waits_for_person(state) and state.status == "pending"
+                      for c in earlier if (state := self.states.get(c.id)) is not None)
         return judge(command, call, self.states.get(tool_use_id), picked_id=picked_id,
                      earlier_pending=waiting, own_turn=own_turn)
 
@@ -140,6 +141,10 @@ class TurnRunner:
     async def cancel_suspended(self, cmd: CancelSuspended, delivery: Delivery) -> None:
         turn = await self._begin(cmd, "cancel", None)
         await self._turn(_meta(cmd), turn, delivery, lambda emitter, t: self._run_cancel(cmd, emitter))
+
+    def tools_changed(self) -> None:
+        """Tool packs were added, replaced or removed: ask for every organization's catalog again."""
+        self._peers.forget_tools()
 
     def cancel_running(self, turn_id: str) -> bool:
         """Stop a turn this replica is running (the broadcast reaches every replica)."""
@@ -323,7 +328,7 @@ class TurnRunner:
         command = resolution_of(cmd)
         assert cmd.tool_use_id is not None
         turn_id = command_turn_id(command, cmd.conversation_id, cmd.tool_use_id)
-        specs = {spec.name: spec for spec in await self._peers.tools(cmd.actor.role, cmd.trace_id)}
+        specs = {spec.name: spec for spec in await self._peers.tools(cmd.actor, cmd.trace_id)}
         view = await self._batch(cmd, cmd.tool_use_id, specs)
         verdict = view.verdict(command, cmd.tool_use_id, cmd.picked_id, own_turn=await self._store.turn_status(turn_id))
         admission = admitted(verdict, turn_id)
@@ -375,7 +380,7 @@ class TurnRunner:
     # confirm / pick ---------------------------------------------------------------------------------
     async def _run_resolution(self, cmd: ConfirmTool | PickTool, turn: TurnRecord, emitter: Emitter) -> Outcome:
         logged = await self._store.turn_events(cmd.conversation_id, cmd.turn_id) if turn.attempts > 1 else []
-        specs = await self._peers.tools(cmd.actor.role, cmd.trace_id)
+        specs = await self._peers.tools(cmd.actor, cmd.trace_id)
         view = await self._batch(cmd, cmd.tool_use_id, {s.name: s for s in specs})
         # No new context: the prompt is the stored conversation, re-read from the cache.
         ctx = await self._context(cmd, turn, emitter, logged, view.stored)
@@ -424,7 +429,7 @@ class TurnRunner:
     # undo / cancel ----------------------------------------------------------------------------------
     async def _run_undo(self, cmd: UndoTool, turn: TurnRecord, emitter: Emitter) -> Outcome:
         if turn.attempts == 1:
-            specs = {spec.name: spec for spec in await self._peers.tools(cmd.actor.role, cmd.trace_id)}
+            specs = {spec.name: spec for spec in await self._peers.tools(cmd.actor, cmd.trace_id)}
             verdict = (await self._batch(cmd, cmd.tool_use_id, specs)).verdict("undo", cmd.tool_use_id)
             if isinstance(verdict, Refused):
                 return Failed(verdict.code, verdict.message)
@@ -461,7 +466,7 @@ class TurnRunner:
     async def _context(self, cmd: TurnCommand, turn: TurnRecord, emitter: Emitter, logged: list[dict[str, Any]],
                        stored: list[StoredMessage], *, org: OrgContext | None = None) -> LoopContext:
         org = org or await self._store.org_context(cmd.actor.organization_id, cmd.actor.user_id)
-        specs = await self._peers.tools(cmd.actor.role, cmd.trace_id)
+        specs = await self._peers.tools(cmd.actor, cmd.trace_id)
         seed = latest_turn_context(stored) if self._settings.spotter_prompt_layout == "seed" else None
         activity = await self._recent_activity(cmd.actor, org)
         return LoopContext(

@@ -39,7 +39,7 @@ COACH = "coach"
 
 
 async def tool_catalog(request: CatalogRequest, core: ToolRunner = FromContext(CORE)) -> ToolCatalog:
-    return core.catalog(request)
+    return await core.catalog(request)
 
 
 async def execute_tool(command: ExecuteTool, core: ToolRunner = FromContext(CORE)) -> ToolOutcome:
@@ -79,7 +79,8 @@ def build_router(max_workers: int) -> NatsRouter:
     many requests a subject serves at once is a setting: calls run concurrently so that one slow
     tool (or one waiting on a row lock) does not hold up the others."""
     router = NatsRouter()
-    subscriber(router, TOOL_CATALOG)(tool_catalog)  # answered from memory: one at a time is enough
+    # Answered from memory (a pack reload reads the database now and then).
+    subscriber(router, TOOL_CATALOG, max_workers=4)(tool_catalog)
     for endpoint, handler in (
         (EXECUTE_TOOL, execute_tool),
         (UNDO_TOOL, undo_tool),

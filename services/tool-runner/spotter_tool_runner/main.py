@@ -3,13 +3,17 @@ asks rag through the edges of edges.py."""
 
 from __future__ import annotations
 
+import httpx
 from faststream import FastStream
 
+from spotter_shared import bus
+from spotter_shared.contracts.tools import ToolsChanged
 from spotter_shared.service import Infra, run_app, service_app, service_broker
 
 from . import edges
 from .coach.tools import CoachTools
 from .handlers import COACH, build_router
+from .packs.registry import PackRegistry
 from .peers import Rag
 from .registry import Registry
 from .runner import ToolRunner
@@ -28,11 +32,27 @@ def create_app(settings: ToolRunnerSettings, *, registry: Registry = REGISTRY) -
         announce_timeout_s=settings.tool_runner_announce_timeout_s,
     )
 
+    client = httpx.AsyncClient(timeout=httpx.Timeout(settings.tool_runner_pack_timeout_s, connect=3.0),
+                               follow_redirects=False)
+    packs: list[PackRegistry] = []
+
+    async def tools_changed(names: list[str]) -> None:
+        await bus.publish(edges.tools_changed, ToolsChanged(packs=names))
+
     async def make_core(infra: Infra) -> ToolRunner:
         broker.context.set_global(COACH, CoachTools(infra.pool, infra.redis))
-        return ToolRunner(infra.pool, registry, rag=rag)
+        registry_of_packs = PackRegistry(infra.pool, client, reserved={d.router for d in registry},
+                                         ttl_s=settings.tool_runner_pack_reload_s, on_change=tools_changed)
+        await registry_of_packs.start()
+        packs.append(registry_of_packs)
+        return ToolRunner(infra.pool, registry, rag=rag, packs=registry_of_packs)
 
-    return service_app(SERVICE, settings, broker, make_core)
+    async def on_stop() -> None:
+        for registry_of_packs in packs:
+            await registry_of_packs.stop()
+        await client.aclose()
+
+    return service_app(SERVICE, settings, broker, make_core, on_stop)
 
 
 def run() -> None:

@@ -9,6 +9,7 @@ from types import ModuleType
 from spotter_shared.contracts.tools import ToolName, ToolSpec
 
 from .declaration import KNOWN_ROLES, ToolDecl, wire_name
+from .packs.tool import PackTool
 
 
 class RegistryError(ValueError):
@@ -53,7 +54,7 @@ class Registry:
         return difflib.get_close_matches(wire_name(router, action), names, n=n, cutoff=0.5)
 
     def for_role(self, role: str) -> list[ToolSpec]:
-        return [_spec(d) for d in self._decls if role in d.roles]
+        return [spec_of(d) for d in self._decls if role in d.roles]
 
     def check(self) -> None:
         """Raise RegistryError listing every problem found (not just the first)."""
@@ -86,7 +87,8 @@ def _problems(d: ToolDecl, registry: Registry) -> list[str]:
     return found
 
 
-def _spec(d: ToolDecl) -> ToolSpec:
+def spec_of(d: ToolDecl | PackTool) -> ToolSpec:
+    """The catalog entry of a tool, Spotter's own or a pack's."""
     return ToolSpec(
         name=d.name,
         router=d.router,
@@ -97,4 +99,5 @@ def _spec(d: ToolDecl) -> ToolSpec:
         confirm=d.confirm,
         kind=d.kind,
         has_inverse=d.inverse is not None,
+        pack=d.router if isinstance(d, PackTool) else None,
     )

@@ -26,6 +26,7 @@ import logging
 import time
 import uuid
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import partial
 from typing import Any, Protocol, cast
@@ -50,6 +51,7 @@ from spotter_shared.contracts.tools import (
     ExecuteTool,
     ResolveCall,
     ToolCatalog,
+    ToolGate,
     ToolName,
     ToolOutcome,
     UndoOutcome,
@@ -62,7 +64,9 @@ from spotter_shared.telemetry import event
 
 from .context import Search, ToolContext
 from .declaration import ToolDecl, ToolFailure, ToolInput
-from .registry import Registry
+from .packs.registry import PackRegistry
+from .packs.tool import PackTool
+from .registry import Registry, spec_of
 
 log = logging.getLogger(__name__)
 tracer = trace.get_tracer(__name__)
@@ -103,7 +107,7 @@ SELECT e.message_id, e.status::text AS status, e.router, e.action, e.output, e.a
 
 _CALLS = """
 SELECT e.tool_use_id, e.status::text AS status, e.router, e.action, e.input, e.output, e.error_code,
-       e.error_message, e.duration_ms
+       e.error_message, e.duration_ms, e.gate
   FROM ai_tool_executions e JOIN ai_conversations c ON c.id = e.conversation_id
  WHERE e.conversation_id = $1 AND e.tool_use_id = ANY($2::text[]) AND c.organization_id = $3
 """
@@ -152,8 +156,8 @@ UPDATE ai_tool_executions
 """
 
 _HELD = """
-UPDATE ai_tool_executions SET status = 'pending', updated_at = clock_timestamp()
- WHERE id = $1 AND status <> 'pending'
+UPDATE ai_tool_executions SET status = 'pending', gate = coalesce($2, gate), updated_at = clock_timestamp()
+ WHERE id = $1
 """
 
 _FAILED = """
@@ -176,6 +180,17 @@ MAX_IDS = 1000  # per announcement (EntitiesChanged.ids)
 
 # Each entity changed by a call: {scope: ids}.
 Changes = dict[Scope, set[str]]
+
+# A tool as the runner executes it: Spotter's own, or an operation of an organization's tool pack.
+Tool = ToolDecl | PackTool
+
+
+@dataclass(frozen=True)
+class RuleOutcome:
+    """What a pack's rules leave for a call they let through: a confirmation to ask, warnings to show."""
+
+    gate: ToolGate | None
+    warnings: list[str]
 
 
 class RagPeer(Protocol):
@@ -213,14 +228,21 @@ class ToolRunner:
         *,
         clock: Callable[[], datetime] = utcnow,
         rag: RagPeer | None = None,
+        packs: PackRegistry | None = None,
     ) -> None:
         self._pool = pool
         self._registry = registry
         self._clock = clock
         self._rag = rag
+        self._packs = packs
 
-    def catalog(self, request: CatalogRequest) -> ToolCatalog:
-        return ToolCatalog(tools=self._registry.for_role(request.role))
+    async def catalog(self, request: CatalogRequest) -> ToolCatalog:
+        """Spotter's own tools first, then the organization's packs: a stable order keeps the prompt cache warm."""
+        tools = self._registry.for_role(request.role)
+        if self._packs is not None and request.organization_id is not None:
+            packs = await self._packs.tools(request.organization_id)
+            tools += [spec_of(tool) for tool in packs.values() if request.role in tool.roles]
+        return ToolCatalog(tools=tools)
 
     async def execute(self, cmd: ExecuteTool) -> ToolOutcome:
         return await self._execute(cmd)
@@ -340,6 +362,7 @@ class ToolRunner:
             input=row["input"],
             outcome=outcome,
             inverse_available=outcome is not None and outcome.inverse_available,
+            gate=ToolGate.model_validate(row["gate"]) if row["gate"] else None,
         )
 
     def _inverse_command(self, req: UndoRequest, original: asyncpg.Record | None) -> ExecuteTool:
@@ -438,15 +461,18 @@ class ToolRunner:
     async def _hold(self, conn: asyncpg.Connection, cmd: ExecuteTool, row: asyncpg.Record) -> ToolOutcome:
         """Validate like a run, then leave the call 'pending' for the user, without running it."""
         try:
-            decl, _ = await self._admit(conn, cmd)
+            decl, args = await self._admit(conn, cmd)
+            # A call a rule stops is refused now, rather than after a person approved it.
+            gate = self._rules(cmd, decl, args).gate if isinstance(decl, PackTool) else None
         except ToolFailure as failure:
             return await self._fail(conn, cmd, row["id"], failure, duration_ms=0)
-        await conn.execute(_HELD, row["id"])
+        await conn.execute(_HELD, row["id"], gate and gate.model_dump(mode="json"))
         return ToolOutcome(
             tool_use_id=cmd.tool_use_id,
             status="pending",
             duration_ms=0,
             inverse_available=_may_undo(self._registry, decl, cmd.actor.role),
+            gate=gate,
         )
 
     async def _run(
@@ -457,6 +483,7 @@ class ToolRunner:
         link: dict[str, Any] | None,
         changes: Changes,
     ) -> ToolOutcome:
+        warnings: list[str] = []
         try:
             decl, args = await self._admit(conn, cmd)
             if decl.kind == "user_picker":
@@ -464,6 +491,14 @@ class ToolRunner:
                 raise ToolFailure(
                     "not_executable", f"{decl.name} is answered by the user's pick and is never executed."
                 )
+            if isinstance(decl, PackTool):
+                rules = self._rules(cmd, decl, args)
+                if rules.gate is not None and not cmd.approved and decl.confirm == "never":
+                    # Like a declared gate: the call waits for a person, and runs only once approved.
+                    await conn.execute(_HELD, execution_id, rules.gate.model_dump(mode="json"))
+                    return ToolOutcome(tool_use_id=cmd.tool_use_id, status="pending", duration_ms=0,
+                                       inverse_available=False, gate=rules.gate)
+                warnings = rules.warnings
         except ToolFailure as failure:
             return await self._fail(conn, cmd, execution_id, failure, duration_ms=0)
 
@@ -481,7 +516,8 @@ class ToolRunner:
             # A savepoint: a failing handler leaves nothing behind, while the row lock is kept until
             # the failure is recorded, so a concurrent duplicate cannot slip in and run it again.
             async with conn.transaction():
-                output = to_jsonable_python(await decl(ctx, args), by_alias=True)
+                result = await (decl(ctx, args, warnings) if isinstance(decl, PackTool) else decl(ctx, args))
+                output = to_jsonable_python(result, by_alias=True)
                 audit_log_id = await self._audit(conn, cmd, decl, output, link)
         except ToolFailure as failure:
             return await self._fail(conn, cmd, execution_id, failure, duration_ms=_ms_since(started))
@@ -531,9 +567,11 @@ class ToolRunner:
                         len(changed.ids), scope, ToolName(cmd.router, cmd.action), cmd.trace_id, repr(exc),
                     )
 
-    async def _admit(self, conn: asyncpg.Connection, cmd: ExecuteTool) -> tuple[ToolDecl, ToolInput]:
+    async def _admit(self, conn: asyncpg.Connection, cmd: ExecuteTool) -> tuple[Tool, Any]:
         """Resolve, authorise and validate, in that order; any refusal is a ToolFailure."""
-        decl = self._registry.get(cmd.router, cmd.action)
+        decl: Tool | None = self._registry.get(cmd.router, cmd.action)
+        if decl is None and self._packs is not None:
+            decl = await self._packs.get(cmd.actor.organization_id, cmd.router, cmd.action)
         if decl is None:
             raise _unknown_tool(self._registry, cmd)
         actor = cmd.actor
@@ -543,14 +581,33 @@ class ToolRunner:
         held = await conn.fetchval(_MEMBERSHIP, actor.membership_id, actor.organization_id, actor.user_id, actor.role)
         if not held:
             raise ToolFailure("forbidden", f"The caller is not an active {actor.role} of this organization.")
+        if isinstance(decl, PackTool):
+            return decl, decl.validate(cmd.input)
         try:
             args = decl.input.model_validate(cmd.input)
         except ValidationError as exc:
             raise _invalid_input(decl, exc) from None
         return decl, args
 
+    def _rules(self, cmd: ExecuteTool, tool: PackTool, args: dict[str, Any]) -> RuleOutcome:
+        """The pack's rules on this call: a block or a refused permission is a ToolFailure; a
+        confirmation asked for, and the warnings (logged here, shown in the call's output), are returned."""
+        verdict = tool.verdict(args, cmd.actor, cmd.conversation_id, cmd.conversation_cost_usd_micros)
+        if verdict.blocked is not None:
+            event(log, "agent.tool.rule_blocked", router=tool.router, action=tool.action, rule=verdict.blocked.name)
+            raise ToolFailure("blocked_by_rule", verdict.blocked.message,
+                              hint=f"The studio's rule {verdict.blocked.name} forbids this call; tell the user, do not retry it.")
+        if verdict.denied is not None:
+            event(log, "agent.tool.rule_denied", router=tool.router, action=tool.action, rule=verdict.denied.name)
+            raise ToolFailure("forbidden", verdict.denied.message,
+                              hint=f"Only {', '.join(verdict.denied.roles)} may make this call; tell the user.")
+        for rule in verdict.warnings:
+            event(log, "agent.tool.rule_warning", router=tool.router, action=tool.action, rule=rule.name)
+        gate = ToolGate(rule=verdict.confirm.name, message=verdict.confirm.message) if verdict.confirm else None
+        return RuleOutcome(gate=gate, warnings=[rule.message for rule in verdict.warnings])
+
     async def _audit(
-        self, conn: asyncpg.Connection, cmd: ExecuteTool, decl: ToolDecl, output: Any, link: dict[str, Any] | None
+        self, conn: asyncpg.Connection, cmd: ExecuteTool, decl: Tool, output: Any, link: dict[str, Any] | None
     ) -> uuid.UUID | None:
         if decl.audit is None or decl.side_effects != "write":
             return None
@@ -562,6 +619,10 @@ class ToolRunner:
             "action": decl.action,
             **(link or {}),
         }
+        if isinstance(decl, PackTool) and isinstance(output, dict):
+            # What the external system answered, and how many attempts it took (seed 002: healing is visible).
+            metadata |= {"pack": decl.router, "httpStatus": output.get("status"), "attempts": output.get("attempts"),
+                         "healing": output.get("healing")}
         return await conn.fetchval(
             _AUDIT,
             cmd.actor.organization_id,
@@ -611,7 +672,7 @@ class ToolRunner:
         )
 
 
-def _collect(changes: Changes, touched: Changes, decl: ToolDecl, output: Any) -> None:
+def _collect(changes: Changes, touched: Changes, decl: Tool, output: Any) -> None:
     """What a successful call changed: the entities its handler noted (common.py's writes note theirs), and,
     should a tool write one by hand without noting it, the one its audit row names."""
     for scope, ids in touched.items():
@@ -621,7 +682,7 @@ def _collect(changes: Changes, touched: Changes, decl: ToolDecl, output: Any) ->
         changes.setdefault(cast(Scope, decl.audit.resource), set()).add(resource_id)
 
 
-def _may_undo(registry: Registry, decl: ToolDecl, role: str) -> bool:
+def _may_undo(registry: Registry, decl: Tool, role: str) -> bool:
     """Whether `role` could undo a call of `decl`: it declares an inverse the role may use."""
     if decl.inverse is None:
         return False

@@ -12,3 +12,7 @@ class ToolRunnerSettings(CommonSettings):
     tool_runner_search_timeout_s: float = 1.5
     # How long a call's reply waits for JetStream to store its change announcement (rag's sweep catches up a lost one).
     tool_runner_announce_timeout_s: float = 2.0
+    # Tool packs (seed 002): an external API's deadline per attempt, and how old a loaded snapshot may get
+    # before it is read again should the change notification be missed.
+    tool_runner_pack_timeout_s: float = 10.0
+    tool_runner_pack_reload_s: float = 30.0

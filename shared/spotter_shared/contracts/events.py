@@ -50,6 +50,7 @@ class ConfirmationPending(Contract):
     action: str = Field(description="Tool action.")
     input: dict[str, Any] = Field(description="Input to approve.")
     confirm: Literal["destructive", "always"] = Field(description="Why confirmation is needed.")
+    reason: str | None = Field(default=None, description="A constraint rule's message, when a rule asked for it.")
 
 
 class PickCandidate(Contract):

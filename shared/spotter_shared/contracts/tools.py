@@ -8,7 +8,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from .base import Contract, request_endpoint
+from .base import Contract, event_endpoint, request_endpoint
 from .commands import Actor, Role
 from .events import ToolError
 
@@ -48,6 +48,9 @@ class ToolSpec(Contract):
     confirm: Literal["never", "destructive", "always"] = Field(description="Whether a human must approve.")
     kind: Literal["normal", "user_picker"] = Field(description="user_picker tools are never executed.")
     has_inverse: bool = Field(description="Whether undo is declared.")
+    pack: str | None = Field(
+        default=None, description="The tool pack (seed 002: an organization's other system) it comes from; "
+        "None for Spotter's own tools.")
 
     @property
     def tool_name(self) -> ToolName:
@@ -65,6 +68,16 @@ class ToolSpec(Contract):
 
 class CatalogRequest(Contract):
     role: Role = Field(description="Caller role; only tools this role may use are returned.")
+    organization_id: str | None = Field(
+        default=None, description="The caller's organization: its enabled tool packs are added after Spotter's "
+        "own tools. None: Spotter's own tools only.")
+
+
+class ToolGate(Contract):
+    """A constraint rule (seed 002) asked for a person's confirmation of this particular call."""
+
+    rule: str = Field(description="The rule's name.")
+    message: str = Field(description="The rule's message, shown with the confirmation.")
 
 
 class ToolCatalog(Contract):
@@ -87,16 +100,25 @@ class ExecuteTool(Contract):
         description="Validate and record the call as `pending` without running it (confirmation "
         "or user_picker). A later execute of the same key runs it once approved.",
     )
+    approved: bool = Field(
+        default=False,
+        description="A person approved this exact call (confirm): a rule's `require_confirmation` is satisfied.",
+    )
+    conversation_cost_usd_micros: int | None = Field(
+        default=None, ge=0, description="What the conversation has cost so far (a pack's rules read it as "
+        "`context.conversationCostUsd`); None when the caller does not know.")
 
 
 class ToolOutcome(Contract):
     tool_use_id: str = Field(description="Anthropic tool_use id.")
-    status: Literal["succeeded", "failed", "pending"] = Field(description="Status recorded (pending only for hold).")
+    status: Literal["succeeded", "failed", "pending"] = Field(
+        description="Status recorded: pending for a hold, or when a rule asks a person to confirm the call (`gate`).")
     output: Any = Field(default=None, description="Output when succeeded.")
     error: ToolError | None = Field(default=None, description="Typed error when failed.")
     duration_ms: int = Field(description="Handler wall-clock time.")
     inverse_available: bool = Field(description="Whether undo is possible.")
     replayed: bool = Field(default=False, description="True when the stored outcome of an earlier run was returned.")
+    gate: ToolGate | None = Field(default=None, description="Pending because this rule asks for a confirmation.")
 
     @property
     def ok(self) -> bool:
@@ -115,7 +137,20 @@ class ToolOutcome(Contract):
 
 TOOL_CATALOG = request_endpoint(
     "spotter.tools.catalog", CatalogRequest, ToolCatalog, queue=TOOL_RUNNER_QUEUE,
-    description="Tools visible to a role (RBAC filter at registry-build time).",
+    description="Tools visible to a role in an organization: Spotter's own (RBAC filter at registry-build time), "
+    "then the tool packs the organization enabled.",
+)
+
+
+class ToolsChanged(Contract):
+    """The tool packs changed (`spotter packs add|remove`): every cached catalog is stale."""
+
+    packs: list[str] = Field(description="Names of the packs known after the change.")
+
+
+TOOLS_CHANGED = event_endpoint(
+    "spotter.tools.changed", ToolsChanged,
+    description="Tool packs were added, replaced or removed (fan-out to every orchestrator replica, no queue group).",
 )
 
 EXECUTE_TOOL = request_endpoint(
@@ -167,6 +202,7 @@ class CallState(Contract):
     input: dict[str, Any] = Field(description="Input the call was recorded with, as the model sent it.")
     outcome: ToolOutcome | None = Field(default=None, description="The outcome once the call is resolved.")
     inverse_available: bool = Field(description="Whether the caller's role could undo it now (succeeded, with an inverse it may use).")
+    gate: ToolGate | None = Field(default=None, description="A rule asked for a person's confirmation of this call.")
 
     @property
     def resolved(self) -> bool:

@@ -117,6 +117,8 @@ def operations(pack: str, spec: Mapping[str, Any]) -> list[Operation]:
         input_schema: dict[str, Any] = {"type": "object", "properties": properties, "additionalProperties": False}
         if required:
             input_schema["required"] = required
+        if not str(spec.get("openapi", "")).startswith("3.1"):
+            input_schema = json_schema_of_oas30(input_schema)
         summary = str(_value(op, "summary") or _value(op, "description") or f"{method.upper()} {path}")
         out.append(Operation(tool_name=tool_name, operation_id=operation_id, method=method, path=path,
                              summary=summary.strip()[:_SUMMARY_CHARS], input_schema=input_schema,
@@ -178,6 +180,27 @@ def inline(node: SchemaPath, depth: int = 0) -> Any:
         if isinstance(value, list):
             return [inline(node / i, depth + 1) for i in range(len(value))]
         return value
+
+
+def json_schema_of_oas30(schema: Any) -> Any:
+    """An OpenAPI 3.0 schema object as the JSON Schema (2020-12) a tool's input_schema must be:
+    `nullable: true` becomes a "null" type, boolean `exclusiveMinimum`/`exclusiveMaximum` become the
+    numbers they qualify. (3.1 documents already are JSON Schema.)"""
+    if isinstance(schema, list):
+        return [json_schema_of_oas30(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {k: json_schema_of_oas30(v) for k, v in schema.items() if k != "nullable"}
+    if schema.get("nullable") is True:
+        if isinstance(out.get("type"), str):
+            out["type"] = [out["type"], "null"]
+        elif "enum" in out:
+            out["enum"] = [*out["enum"], None]
+    for bound, limit in (("exclusiveMinimum", "minimum"), ("exclusiveMaximum", "maximum")):
+        if isinstance(out.get(bound), bool):
+            if out.pop(bound) and limit in out:
+                out[bound] = out.pop(limit)
+    return out
 
 
 def _value(node: SchemaPath, key: str, default: Any = None) -> Any:

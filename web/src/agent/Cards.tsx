@@ -72,7 +72,7 @@ export function ConfirmCard({ item }: { item: ConfirmItem }) {
           ))}
         </dl>
       )}
-      <p className="agent-card-detail">{t(item.confirm === "always" ? "agent.confirm.always" : "agent.confirm.destructive")}</p>
+      <p className="agent-card-detail">{item.reason ? <bdi data-testid="confirm-reason">{item.reason}</bdi> : t(item.confirm === "always" ? "agent.confirm.always" : "agent.confirm.destructive")}</p>
       <div className="agent-card-actions">
         <button type="button" className="primary" onClick={() => answer(true)} disabled={done}>{t("agent.approve")}</button>
         <button type="button" className="danger" onClick={() => answer(false)} disabled={done}>{t("agent.reject")}</button>

@@ -106,11 +106,12 @@ function applyEvent(state: AgentState, event: AgentEvent, id: number | null): Ag
       };
     }
     case "confirmation_pending": {
-      const base = endStreaming(items).filter((i) => !(i.kind === "tool" && i.toolUseId === event.toolUseId && i.status === "waiting"));
+      // A call a rule holds was already started: its running card becomes the question.
+      const base = endStreaming(items).filter((i) => !(i.kind === "tool" && i.toolUseId === event.toolUseId && (i.status === "waiting" || i.status === "running")));
       if (base.some((i) => i.kind === "confirm" && i.toolUseId === event.toolUseId)) return { ...state, items: base };
       return {
         ...state,
-        items: [...base, { kind: "confirm", key: `c${event.toolUseId}`, toolUseId: event.toolUseId, router: event.router, action: event.action, input: event.input ?? {}, confirm: event.confirm, answer: null }],
+        items: [...base, { kind: "confirm", key: `c${event.toolUseId}`, toolUseId: event.toolUseId, router: event.router, action: event.action, input: event.input ?? {}, confirm: event.confirm, reason: event.reason ?? null, answer: null }],
       };
     }
     case "disambiguation_pending": {
@@ -218,7 +219,7 @@ function callItem(call: ToolCallDetail, mayAsk: boolean): Item {
     return { kind: "picker", key: `p${call.toolUseId}`, toolUseId: call.toolUseId, entity: String(input.kind ?? "item"), prompt: input.prompt, candidates, picked };
   }
   if (call.status === "pending" && mayAsk) {
-    return { kind: "confirm", key: `c${call.toolUseId}`, toolUseId: call.toolUseId, router: call.router, action: call.action, input, confirm: call.confirm ?? "destructive", answer: null };
+    return { kind: "confirm", key: `c${call.toolUseId}`, toolUseId: call.toolUseId, router: call.router, action: call.action, input, confirm: call.confirm ?? "destructive", reason: call.reason ?? null, answer: null };
   }
   const status = ({ pending: "waiting", running: "running", succeeded: "ok", failed: "error", rejected_by_user: "rejected" } as const)[call.status] ?? "ok";
   const error = call.error?.code ? { code: call.error.code, message: call.error.message ?? "" } : null;

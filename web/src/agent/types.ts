@@ -9,7 +9,7 @@ export type AgentEvent =
   | { type: "text_delta"; delta: string }
   | { type: "tool_started"; toolUseId: string; router: string; action: string; input: Record<string, unknown> }
   | { type: "tool_completed"; toolUseId: string; router: string; action: string; ok: boolean; output?: unknown; inverseAvailable?: boolean }
-  | { type: "confirmation_pending"; toolUseId: string; router: string; action: string; input: Record<string, unknown>; confirm: "destructive" | "always" }
+  | { type: "confirmation_pending"; toolUseId: string; router: string; action: string; input: Record<string, unknown>; confirm: "destructive" | "always"; reason?: string | null }
   | { type: "disambiguation_pending"; toolUseId: string; kind: string; prompt: string; candidates: PickCandidate[] }
   | { type: "message_done"; messageId: string; stopReason: string | null }
   | { type: "done"; conversationId: string; usage?: Record<string, number> }
@@ -29,7 +29,7 @@ export type Item =
     }
   | {
       kind: "confirm"; key: string; toolUseId: string; router: string; action: string; input: Record<string, unknown>;
-      confirm: string; answer: "approved" | "rejected" | "skipped" | null;
+      confirm: string; reason?: string | null; answer: "approved" | "rejected" | "skipped" | null;
     }
   | { kind: "picker"; key: string; toolUseId: string; entity: string; prompt: string; candidates: PickCandidate[]; picked: string | null }
   | { kind: "error"; key: string; code: string; message: string; traceId: string | null };
@@ -53,6 +53,8 @@ export type ToolCallDetail = {
   error?: { code: string | null; message: string | null } | null;
   /** From the event log: whether the call's undo was offered, and why it waited for approval. */
   inverseAvailable?: boolean; undone?: boolean; confirm?: "destructive" | "always" | null;
+  /** A constraint rule's message when a rule (not the tool itself) asked for the approval. */
+  reason?: string | null;
 };
 
 export type MessageDetail = {

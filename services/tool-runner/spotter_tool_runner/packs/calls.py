@@ -70,13 +70,15 @@ def request_of(op: Operation, base_url: str, args: Mapping[str, Any], pack_heade
 
 async def call_operation(client: httpx.AsyncClient, op: Operation, base_url: str, args: Mapping[str, Any],
                          pack_headers: Mapping[str, str], *, idempotency_key: str | None = None,
+                         refresh: Callable[[], Awaitable[None]] | None = None,
                          sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> PackResult:
+    """`refresh` reads the resource again before a conflicting write is retried (once)."""
     request, safe_twice = request_of(op, base_url, args, pack_headers, idempotency_key)
 
     async def send() -> httpx.Response:
         return await client.send(request)
 
-    healed = await call_with_healing(send, retry_writes=safe_twice, sleep=sleep)
+    healed = await call_with_healing(send, retry_writes=safe_twice, refresh=refresh, sleep=sleep)
     return PackResult(healed, _body(healed.response, pack_headers.values()))
 
 
