@@ -266,7 +266,9 @@ class ModelLoop:
         else:
             event = ConfirmationPending(
                 tool_use_id=call.id, router=call.name.router, action=call.name.action, input=call.input,
-                confirm="always" if call.spec.confirm == "always" or gate is not None else "destructive",
+                # A rule's confirmation of an otherwise ungated call is "always": nothing destructive about it.
+                confirm="destructive" if call.spec.confirm == "destructive" or (call.spec.confirm == "never" and gate is None)
+                else "always",
                 reason=gate.message if gate is not None else None,
             )
             observability.ConfirmationPending(trace_id=ctx.trace_id, org_id=ctx.actor.organization_id,
