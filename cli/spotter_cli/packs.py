@@ -83,7 +83,11 @@ def checked_rules(path: str | None, flag: str) -> str | None:
 
 async def add(conn: asyncpg.Connection, args: argparse.Namespace) -> tuple[str, int]:
     if not PACK_NAME.match(args.name):
-        raise Refused("NAME: lowercase letters, digits and _, starting with a letter, at most 24 characters")
+        raise Refused("NAME: lowercase letters, digits and single _, starting with a letter, at most 24 characters")
+    from spotter_tool_runner.tools import REGISTRY  # noqa: PLC0415 — only `add` needs Spotter's own routers
+
+    if args.name in {decl.router for decl in REGISTRY}:
+        raise Refused(f"NAME: {args.name!r} is one of Spotter's own routers; its tools would be ambiguous")
     try:
         spec = load_spec(read_source(args.spec))
         count = len(operations(args.name, spec))

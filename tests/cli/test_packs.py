@@ -55,6 +55,8 @@ async def test_add_list_and_remove_a_pack(db_url: str, pool: asyncpg.Pool, tmp_p
 
 @pytest.mark.parametrize(("args", "message"), [
     (["Bad-Name", "--spec", "{doors}", "--base-url", "http://x"], "NAME: lowercase letters"),
+    (["door__s", "--spec", "{doors}", "--base-url", "http://x"], "NAME: lowercase letters"),  # tool names split at __
+    (["tasks", "--spec", "{doors}", "--base-url", "http://x"], "one of Spotter's own routers"),
     (["p1", "--spec", "/nope.yaml", "--base-url", "http://x"], "no such file"),
     (["p1", "--spec", "{broken}", "--base-url", "http://x"], "--spec"),
     (["p1", "--spec", "{doors}", "--base-url", "ftp://x"], "is not an http(s) URL"),

@@ -8,7 +8,7 @@ import pytest
 
 from spotter_orchestrator.admission import Attach, Refused, Start, command_turn_id, judge
 from spotter_orchestrator.calls import ToolCall
-from spotter_shared.contracts.tools import CallState, ToolName, ToolSpec
+from spotter_shared.contracts.tools import CallState, ToolGate, ToolName, ToolSpec
 from spotter_shared.errors import ErrorCode
 
 
@@ -27,9 +27,14 @@ def call(s: ToolSpec | None, tool_use_id: str = "tu1", tool_input: dict[str, Any
     return ToolCall(id=tool_use_id, name=ToolName("t", s.action if s else "gone"), input=tool_input or {}, spec=s)
 
 
-def state(status: str, *, tool_input: dict[str, Any] | None = None, inverse: bool = False) -> CallState:
+def state(status: str, *, tool_input: dict[str, Any] | None = None, inverse: bool = False,
+          gate: ToolGate | None = None) -> CallState:
     return CallState(tool_use_id="tu1", router="t", action="x", status=status, input=tool_input or {},
-                     inverse_available=inverse)
+                     inverse_available=inverse, gate=gate)
+
+
+# A tool pack's rule asked a person to confirm this one call of an otherwise ungated tool (seed 002).
+GATE = ToolGate(rule="sold_pets_need_a_yes", message="Confirm first.")
 
 
 
@@ -39,6 +44,8 @@ def state(status: str, *, tool_input: dict[str, Any] | None = None, inverse: boo
         ("confirm", None, None, {}, ErrorCode.TOOL_EXECUTION_NOT_FOUND),
         ("confirm", call(DELETE), None, {}, ErrorCode.TOOL_EXECUTION_NOT_FOUND),
         ("confirm", call(CREATE), state("pending"), {}, ErrorCode.INVALID_REQUEST),
+        ("confirm", call(CREATE), state("pending", gate=GATE), {}, Start()),
+        ("confirm", call(CREATE), state("succeeded", gate=GATE), {}, ErrorCode.TOOL_ALREADY_RESOLVED),
         ("confirm", call(PICKER), state("pending"), {}, ErrorCode.INVALID_REQUEST),
         ("confirm", call(None), state("pending"), {}, ErrorCode.INVALID_REQUEST),  # a tool the role can't see
         ("confirm", call(DELETE), state("pending"), {}, Start()),

@@ -209,3 +209,19 @@ def test_a_write_is_safe_twice_only_with_an_idempotency_key_the_api_takes() -> N
     assert request.headers["idempotency-key"] == "conv:toolu_1" and twice
     _, twice = request_of(create, "http://doors.local/api", {"body": {"name": "Front"}}, {}, None)
     assert not twice
+
+
+def test_the_petstore_document_becomes_tools_a_model_can_call() -> None:
+    """The document nobody here wrote (npm's @readme/oas-examples): OAS 3.0 schemas made JSON Schema,
+    a URL-encoded form body sent as a form, an optional multipart body left out."""
+    from tests.petstore import PETSTORE_SPEC
+
+    ops = {op.operation_id: op for op in operations("pets", load_spec(PETSTORE_SPEC.read_text()))}
+    assert len(ops) == 20 and ops["deletePet"].confirm == "destructive" and ops["getPetById"].side_effects == "read"
+    form = ops["updatePetWithForm"]
+    assert (form.body, form.input_schema["properties"]["body"]["properties"]["status"]["type"]) == ("form", "string")
+    request, safe = request_of(form, "http://pets.local/v2", {"petId": 7, "body": {"name": "Rex", "status": "sold"}},
+                               {"api_key": "k"}, None)
+    assert (request.headers["content-type"], request.content) == ("application/x-www-form-urlencoded", b"name=Rex&status=sold")
+    assert str(request.url) == "http://pets.local/v2/pet/7" and not safe  # a POST without an idempotency key
+    assert "body" not in ops["uploadFile"].input_schema["properties"]

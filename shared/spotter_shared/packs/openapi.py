@@ -2,8 +2,9 @@
 and validated by openapi-spec-validator (an invalid one is refused with the validator's message);
 `$ref`s are resolved by jsonschema-path while the schemas are built. Each operation becomes one tool,
 `{pack}__{operationId}` made to fit the API's tool-name rules and unique, whose input schema holds
-its path, query and header parameters and its JSON body, with the document's enums, formats and
-required fields; the summary (or description) is the tool's summary, and the method decides its side
+its path, query and header parameters and its JSON (or URL-encoded form) body, with the document's
+enums, formats and required fields (an operation whose required body is neither — a file upload — has
+no tool); the summary (or description) is the tool's summary, and the method decides its side
 effects and, with the operation's words, its default confirmation."""
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ IDEMPOTENT: Final = frozenset({"get", "head", "options", "put", "delete"})
 # Operations whose effect reaches people or money: always confirmed unless a rule says otherwise.
 ALWAYS_CONFIRM: Final = re.compile(r"publish|send|charge|refund|cancel", re.I)
 TOOL_NAME: Final = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
-PACK_NAME: Final = re.compile(r"^[a-z][a-z0-9_]{0,23}$")
+# A tool's wire name is `{pack}__{operation}`: the pack's own name never holds "__" or ends with "_".
+PACK_NAME: Final = re.compile(r"^(?!.*__)[a-z][a-z0-9_]{0,22}[a-z0-9]$|^[a-z]$")
 _MAX_DEPTH: Final = 16
 _SUMMARY_CHARS: Final = 1024
 
@@ -52,7 +54,7 @@ class Operation:
     summary: str
     input_schema: dict[str, Any]
     parameters: tuple[Parameter, ...] = field(default_factory=tuple)
-    body: Literal["json"] | None = None
+    body: Literal["json", "form"] | None = None
     body_required: bool = False
 
     @property
@@ -108,9 +110,11 @@ def operations(pack: str, spec: Mapping[str, Any]) -> list[Operation]:
         body, body_required = None, False
         if "requestBody" in op:
             request = op / "requestBody"
-            schema = _json_body(request)
-            if schema is not None:
-                body, body_required = "json", bool(_value(request, "required", False))
+            body_required = bool(_value(request, "required", False))
+            body, schema = _body(request)
+            if body is None and body_required:
+                continue  # a file upload or another body a model cannot write: no tool
+            if body is not None:
                 properties["body"] = {**schema, "description": str(_value(request, "description", "") or "The request body.")}
                 if body_required:
                     required.append("body")
@@ -158,15 +162,23 @@ def _parameters(item: SchemaPath, op: SchemaPath) -> tuple[list[Parameter], dict
     return parameters, properties, required
 
 
-def _json_body(request: SchemaPath) -> dict[str, Any] | None:
+def _body(request: SchemaPath) -> tuple[Literal["json", "form"] | None, dict[str, Any]]:
+    """The body a model can write — JSON first, else a URL-encoded form — and its schema."""
     if "content" not in request:
-        return None
+        return None, {}
     content = request / "content"
-    for media in content.keys():
-        if str(media).split(";")[0].strip() in ("application/json", "application/merge-patch+json") or str(media).endswith("+json"):
-            entry = content / media
-            return inline(entry / "schema") if "schema" in entry else {"type": "object"}
-    return None
+    found: dict[Literal["json", "form"], str] = {}
+    for media in map(str, content.keys()):
+        name = media.split(";")[0].strip()
+        if name in ("application/json", "application/merge-patch+json") or name.endswith("+json"):
+            found.setdefault("json", media)
+        elif name == "application/x-www-form-urlencoded":
+            found.setdefault("form", media)
+    for kind in ("json", "form"):
+        if kind in found:
+            entry = content / found[kind]
+            return kind, inline(entry / "schema") if "schema" in entry else {"type": "object"}
+    return None, {}
 
 
 def inline(node: SchemaPath, depth: int = 0) -> Any:

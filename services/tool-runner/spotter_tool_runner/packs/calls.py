@@ -1,5 +1,6 @@
 """One operation of a pack, called over HTTP (httpx, with timeouts): the URL from the pack's base URL
-and the operation's path (path parameters quoted), its query and header parameters, its JSON body,
+and the operation's path (path parameters quoted), its query and header parameters, its JSON (or
+URL-encoded form) body,
 and the pack's own headers (its API keys: they win over a parameter of the same name, and are never
 part of the result). Failures are healed where that is safe (healing.py): a write is retried only when
 its method is idempotent or the operation takes an `Idempotency-Key` header, which then carries the
@@ -13,7 +14,7 @@ import json
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
 import httpx
 
@@ -61,9 +62,12 @@ def request_of(op: Operation, base_url: str, args: Mapping[str, Any], pack_heade
     if takes_key and idempotency_key:
         headers["Idempotency-Key"] = idempotency_key
     headers.update(pack_headers)  # the pack's credentials are not the model's to set
-    body = json.dumps(args["body"]).encode() if op.body == "json" and args.get("body") is not None else None
-    if body is not None:
-        headers["Content-Type"] = "application/json"
+    body, raw = None, args.get("body")
+    if op.body == "json" and raw is not None:
+        body, headers["Content-Type"] = json.dumps(raw).encode(), "application/json"
+    elif op.body == "form" and isinstance(raw, dict):
+        form = [(k, _text(item)) for k, v in raw.items() if v is not None for item in (v if isinstance(v, list) else [v])]
+        body, headers["Content-Type"] = urlencode(form).encode(), "application/x-www-form-urlencoded"
     request = httpx.Request(op.method.upper(), base_url.rstrip("/") + path, params=query, headers=headers, content=body)
     return request, op.idempotent or (takes_key and idempotency_key is not None)
 
