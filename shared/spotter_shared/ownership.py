@@ -33,7 +33,7 @@ TABLES: Final[tuple[Table, ...]] = (
     Table("sessions", "orchestrator", "A session: its type, its status on the status machine, who and what."),
     Table("session_events", "orchestrator", "A session's append-only event log, numbered per session."),
     # Tool calls and the studio data they change.
-    Table("ai_tool_executions", "tool-runner", "One tool call: claimed once, held for approval, result kept."),
+    Table("ai_tool_executions", "tool-runner", "One tool call: claimed once, held for approval (and which pack rule asked for it), result kept."),
     Table("audit_logs", "tool-runner", "Who changed what, written with each write tool's change."),
     Table("programs", "tool-runner", "Studio programs, changed by the programs tools."),
     Table("workouts", "tool-runner", "Studio workouts, changed by the workouts tools."),

@@ -1,0 +1,493 @@
+"""Budget settlements on one hot organization (issue 14): settlements per second, settle latency
+p50/p99, and whether the recorded spend is exact, against the real billing service over NATS.
+
+What the benchmark plays: the orchestrator's model loop without the model. Each worker is one
+conversation of the organization running turns back to back; each turn makes `calls_per_turn` model
+calls, and each call is what `Loop.call_model` asks of billing (orchestrator/loop.py, peers.py):
+`spotter.billing.reserve` (ReserveBudget under `call_reservation_id(turn, call)`) and, once the
+"model" has answered, `spotter.billing.settle` (SettleUsage with the call's usage, the turn's user
+and conversation, count_message on the turn's first call). Requests are the contracts' bytes on core
+NATS (nats-py, the same subjects, queue group and error header as the services' requesters), with
+the orchestrator's 5 s deadline. No precheck (once per turn, not per call) and no model.
+
+The organization is new, on tier `elite` (metered: reservations go through the Lua hold script
+against its $25 cap); its users are coaches of it (`--users`); usage per call is small and random
+(every bucket, fractional rates, so rounding is exercised) so a long run stays far under the cap.
+
+What is measured: settlements completed per second over the window (reserve+settle pairs: every
+settlement has its reservation before it, as in a turn), the client-side round trip of each settle
+request (p50/p99; the reserve's too), for a few concurrencies (workers in flight) and then for the
+best of them at full length. Then exactness: the organization's spend in Postgres
+(ai_usage_daily, the truth), in each conversation's lifetime row (ai_conversation_usage), and in
+billing's Redis mirror (`spotter:billing:{org}:spent:<day>`) must each equal the sum of the costs
+billing answered, which must equal the rate card's price of every call computed here; no hold may
+be left and the `messages` count must equal the turns.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import signal
+import sys
+import time
+import uuid
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime
+from pathlib import Path
+from typing import Any, Optional
+
+BENCH_DIR = Path(__file__).resolve().parent
+if str(BENCH_DIR) not in sys.path:
+    sys.path.insert(0, str(BENCH_DIR))
+
+import asyncpg  # noqa: E402
+import nats  # noqa: E402
+from nats.errors import TimeoutError as NatsTimeout  # noqa: E402
+from redis.asyncio import Redis  # noqa: E402
+
+from spotter_billing.pricing import RateCard  # noqa: E402
+from spotter_shared.contracts.base import ERROR_HEADER, ErrorReply  # noqa: E402
+from spotter_shared.contracts.billing import (  # noqa: E402
+    RESERVE, SETTLE, USAGE, ModelUsage, ReserveBudget, Reservation, Settlement, SettleUsage, UsageQuery,
+    call_reservation_id,
+)
+
+from bench_stats import cpu_delta, cpu_snapshot, percentile  # noqa: E402
+from bench_substack import SubStack, new_name, say, wait_nats_responder  # noqa: E402
+
+MODEL = "claude-sonnet-5-5"
+TIMEOUT_S = 5.0  # orchestrator/peers.py BILLING_TIMEOUT_S
+MAX_OUTPUT = 8
+TARGET_PER_S = 2000.0
+TARGET_P99_MS = 20.0
+
+
+def random_usage(rng: random.Random) -> tuple[ModelUsage, int]:
+    """A small call's usage and the prompt estimate reserved for it."""
+    usage = ModelUsage(
+        input_tokens=rng.randint(1, 10), output_tokens=rng.randint(1, MAX_OUTPUT), cache_read_tokens=rng.randint(0, 200),
+        cache_write_5m_tokens=rng.randint(0, 9), cache_write_1h_tokens=rng.randint(0, 5),
+    )
+    estimate = usage.input_tokens + usage.cache_read_tokens + usage.cache_write_5m_tokens + usage.cache_write_1h_tokens + 16
+    return usage, estimate
+
+
+@dataclass
+class Fixture:
+    database_url: str
+    org_id: str = ""
+    users: list[str] = field(default_factory=list)
+    conversations: list[tuple[str, str]] = field(default_factory=list)  # (conversation, its user)
+
+    async def create(self, users: int, conversations: int) -> "Fixture":
+        from spotter_cli.org import NewOrg, create
+
+        conn = await asyncpg.connect(self.database_url)
+        try:
+            tag = uuid.uuid4().hex[:10]
+            owner = f"settle-{tag}-0@bench.invalid"
+            # `spotter org create NAME --tier elite --owner EMAIL`, called in process.
+            self.org_id = await create(conn, NewOrg(name=new_name("Settle Bench"), tier="elite", owner_email=owner,
+                                                    owner_name="Settle Bench 0", timezone="UTC", locale="en"))
+            org = uuid.UUID(self.org_id)
+            async with conn.transaction():
+                owner_id = await conn.fetchval("SELECT id FROM users WHERE lower(email) = lower($1)", owner)
+                ids = [owner_id]
+                for i in range(1, users):
+                    uid = await conn.fetchval("INSERT INTO users (email, full_name) VALUES ($1, $2) RETURNING id",
+                                              f"settle-{tag}-{i}@bench.invalid", f"Settle Bench {i}")
+                    await conn.execute("INSERT INTO memberships (organization_id, user_id, role, status) "
+                                       "VALUES ($1, $2, 'coach', 'active')", org, uid)
+                    ids.append(uid)
+                self.users = [str(u) for u in ids]
+                memberships = {str(r["user_id"]): r["id"] for r in await conn.fetch(
+                    "SELECT user_id, id FROM memberships WHERE organization_id = $1", org)}
+                rows = []
+                for i in range(conversations):
+                    user = self.users[i % len(self.users)]
+                    cid = uuid.uuid4()
+                    rows.append((cid, org, uuid.UUID(user), memberships[user], f"settle {i}", MODEL))
+                    self.conversations.append((str(cid), user))
+                await conn.copy_records_to_table(
+                    "ai_conversations", columns=["id", "organization_id", "user_id", "membership_id", "title", "model"],
+                    records=rows)
+        finally:
+            await conn.close()
+        return self
+
+    async def cleanup(self, redis_url: str) -> None:
+        if not self.org_id:
+            return
+        redis = Redis.from_url(redis_url, decode_responses=True)
+        try:
+            batch: list[str] = []
+            async for key in redis.scan_iter(match=f"spotter:billing:{{{self.org_id}}}:*", count=5000):
+                batch.append(key)
+                if len(batch) >= 5000:
+                    await redis.unlink(*batch)
+                    batch = []
+            if batch:
+                await redis.unlink(*batch)
+        finally:
+            await redis.aclose()
+        conn = await asyncpg.connect(self.database_url)
+        try:
+            await conn.execute("DELETE FROM organizations WHERE id = $1", uuid.UUID(self.org_id))
+            await conn.execute("DELETE FROM users WHERE id = ANY($1::uuid[])", [uuid.UUID(u) for u in self.users])
+        finally:
+            await conn.close()
+
+
+class RemoteFailure(Exception):
+    pass
+
+
+@dataclass
+class Ledger:
+    """Everything billing answered over the whole run, for the exactness check."""
+
+    settled_cost: int = 0  # sum of Settlement.cost_usd_micros
+    priced_cost: int = 0  # sum of the rate card's price, computed here
+    settlements: int = 0
+    turns: int = 0
+    mismatches: int = 0  # settlements whose cost differs from the rate card's price
+    days: set[date] = field(default_factory=set)
+
+
+@dataclass
+class Step:
+    concurrency: int
+    seconds: float
+    settle_ms: list[float] = field(default_factory=list)
+    reserve_ms: list[float] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    wall_s: float = 0.0
+    cores: dict[str, float] = field(default_factory=dict)
+
+    def summary(self) -> dict[str, Any]:
+        n = len(self.settle_ms)
+        return {
+            "concurrency": self.concurrency,
+            "settlements": n,
+            "wall_s": round(self.wall_s, 2),
+            "settlements_per_s": round(n / self.wall_s, 1) if self.wall_s else None,
+            "settle_p50_ms": _r(percentile(self.settle_ms, 50)),
+            "settle_p99_ms": _r(percentile(self.settle_ms, 99)),
+            "settle_max_ms": _r(max(self.settle_ms) if self.settle_ms else None),
+            "reserve_p50_ms": _r(percentile(self.reserve_ms, 50)),
+            "reserve_p99_ms": _r(percentile(self.reserve_ms, 99)),
+            "errors": len(self.errors),
+            "first_errors": self.errors[:3],
+            "cores": self.cores,
+        }
+
+
+def _r(x: Optional[float], nd: int = 2) -> Optional[float]:
+    return None if x is None else round(x, nd)
+
+
+class Driver:
+    def __init__(self, nats_url: str, fx: Fixture, *, calls_per_turn: int = 2, seed: int = 14) -> None:
+        self.nats_url = nats_url
+        self.fx = fx
+        self.calls_per_turn = calls_per_turn
+        self.rng = random.Random(seed)
+        self.card = RateCard.load()
+        self.ledger = Ledger()
+        self.nc: Any = None
+
+    async def open(self) -> "Driver":
+        self.nc = await nats.connect(self.nats_url, pending_size=64 * 1024 * 1024)
+        return self
+
+    async def close(self) -> None:
+        if self.nc is not None:
+            await self.nc.drain()
+
+    async def ask(self, subject: str, payload: bytes, reply_type: type) -> Any:
+        msg = await self.nc.request(subject, payload, timeout=TIMEOUT_S)
+        if msg.headers and msg.headers.get(ERROR_HEADER):
+            err = ErrorReply.model_validate_json(msg.data)
+            raise RemoteFailure(f"{subject}: {err.code}: {err.message}")
+        return reply_type.model_validate_json(msg.data)
+
+    async def _worker(self, conversation: str, user: str, step: Step, stop_at: float) -> None:
+        org = self.fx.org_id
+        while time.monotonic() < stop_at:
+            turn = str(uuid.uuid4())
+            for call in range(self.calls_per_turn):
+                rid = call_reservation_id(turn, call)
+                usage, estimate = random_usage(self.rng)
+                try:
+                    t0 = time.perf_counter()
+                    held: Reservation = await self.ask(RESERVE.subject, ReserveBudget(
+                        reservation_id=rid, organization_id=org, model=MODEL, input_tokens=estimate,
+                        max_output_tokens=MAX_OUTPUT).to_bytes(), Reservation)
+                    t1 = time.perf_counter()
+                    if not held.ok:
+                        raise RemoteFailure(f"reservation refused: {held.code or ('settled' if held.settled else '?')}")
+                    settled: Settlement = await self.ask(SETTLE.subject, SettleUsage(
+                        reservation_id=rid, organization_id=org, user_id=user, conversation_id=conversation, model=MODEL,
+                        usage=usage, count_message=call == 0).to_bytes(), Settlement)
+                    t2 = time.perf_counter()
+                except (RemoteFailure, NatsTimeout, asyncio.TimeoutError) as exc:
+                    step.errors.append(f"{type(exc).__name__}: {exc}")
+                    await asyncio.sleep(0.05)
+                    break
+                step.reserve_ms.append((t1 - t0) * 1000.0)
+                step.settle_ms.append((t2 - t1) * 1000.0)
+                day = datetime.now(UTC).date()
+                priced = self.card.price(MODEL, usage, day)
+                self.ledger.days.add(day)
+                self.ledger.settlements += 1
+                self.ledger.turns += call == 0
+                self.ledger.settled_cost += settled.cost_usd_micros
+                self.ledger.priced_cost += priced
+                if priced != settled.cost_usd_micros:
+                    self.ledger.mismatches += 1
+
+    async def run(self, concurrency: int, seconds: float, roots: dict[str, Optional[int]]) -> Step:
+        step = Step(concurrency, seconds)
+        convs = self.fx.conversations[:concurrency]
+        if len(convs) < concurrency:
+            raise ValueError(f"only {len(self.fx.conversations)} conversations for concurrency {concurrency}")
+        c0 = cpu_snapshot(roots)
+        t0 = time.monotonic()
+        await asyncio.gather(*(self._worker(c, u, step, t0 + seconds) for c, u in convs))
+        step.wall_s = time.monotonic() - t0
+        step.cores = {k: round(v / step.wall_s, 2) for k, v in sorted(cpu_delta(c0, cpu_snapshot(roots)).items(),
+                                                                       key=lambda kv: -kv[1]) if v > 0.005}
+        return step
+
+    async def verify(self, database_url: str, redis_url: str) -> dict[str, Any]:
+        org = uuid.UUID(self.fx.org_id)
+        conn = await asyncpg.connect(database_url)
+        try:
+            daily = await conn.fetchrow(
+                "SELECT coalesce(sum(cost_usd_micros), 0)::bigint AS cost, coalesce(sum(messages), 0)::bigint AS messages, "
+                "count(*) AS rows FROM ai_usage_daily WHERE organization_id = $1", org)
+            lifetime = await conn.fetchval(
+                "SELECT coalesce(sum(cost_usd_micros), 0)::bigint FROM ai_conversation_usage WHERE organization_id = $1", org)
+        finally:
+            await conn.close()
+        redis = Redis.from_url(redis_url, decode_responses=True)
+        try:
+            mirror = 0
+            for day in sorted(self.ledger.days):
+                mirror += int(await redis.get(f"spotter:billing:{{{self.fx.org_id}}}:spent:{day.isoformat()}") or 0)
+            holds_left = await redis.hlen(f"spotter:billing:{{{self.fx.org_id}}}:holds")
+        finally:
+            await redis.aclose()
+        snapshot = await self.ask(USAGE.subject, UsageQuery(organization_id=self.fx.org_id).to_bytes(), _usage_type())
+        led = self.ledger
+        out = {
+            "settlements": led.settlements, "turns": led.turns,
+            "answered_cost_usd_micros": led.settled_cost, "rate_card_cost_usd_micros": led.priced_cost,
+            "price_mismatches": led.mismatches,
+            "postgres_daily_usd_micros": int(daily["cost"]), "postgres_lifetime_usd_micros": int(lifetime),
+            "redis_mirror_usd_micros": mirror, "usage_snapshot_spent_usd_micros": snapshot.spent_usd_micros,
+            "usage_snapshot_reserved_usd_micros": snapshot.reserved_usd_micros,
+            "messages_counted": int(daily["messages"]), "daily_rows": int(daily["rows"]), "holds_left": int(holds_left),
+        }
+        out["exact"] = (
+            led.mismatches == 0 and led.settled_cost == led.priced_cost == out["postgres_daily_usd_micros"]
+            == out["postgres_lifetime_usd_micros"] == out["redis_mirror_usd_micros"]
+            and (len(led.days) > 1 or out["usage_snapshot_spent_usd_micros"] == led.settled_cost)
+            and out["holds_left"] == 0 and out["usage_snapshot_reserved_usd_micros"] == 0
+            and out["messages_counted"] == led.turns
+        )
+        return out
+
+
+async def wait_subscribers(stack: SubStack, subject: str, n: int, timeout: float = 60.0) -> None:
+    """Until `n` connections subscribe to `subject` (nats-server's /connz; a fixed wait when the
+    NATS server is not ours)."""
+    import urllib.request
+
+    server = stack.stack.servers.get("nats") if stack.stack else None
+    monitor = getattr(server, "monitor_url", None)
+    if not monitor:
+        await asyncio.sleep(5.0)
+        return
+    deadline = time.monotonic() + timeout
+    while True:
+        with urllib.request.urlopen(f"{monitor}/connz?subs=1&limit=1000", timeout=2) as r:
+            conns = json.load(r).get("connections") or []
+        if sum(1 for c in conns if subject in (c.get("subscriptions_list") or [])) >= n:
+            return
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"fewer than {n} subscribers on {subject} after {timeout:.0f}s")
+        await asyncio.sleep(0.3)
+
+
+def _usage_type() -> type:
+    from spotter_shared.contracts.billing import UsageSnapshot
+
+    return UsageSnapshot
+
+
+async def measure_settlements(
+    target: Any,
+    *,
+    seconds: float = 20.0,
+    sweep: tuple[int, ...] = (8, 32, 128),
+    sweep_seconds: float = 5.0,
+    users: int = 1,
+    calls_per_turn: int = 2,
+    label: str = "",
+) -> dict[str, Any]:
+    """`target`: anything with `env` (NATS_URL, DATABASE_URL, REDIS_URL) and `pids()` (the billing
+    replicas among them). Sweeps `sweep` concurrencies for `sweep_seconds` each, then runs the one
+    with the most settlements/s for `seconds`; checks the spend at the end."""
+    env = target.env
+    fx = Fixture(env["DATABASE_URL"])
+    driver: Optional[Driver] = None
+    try:
+        await fx.create(users, max(sweep))
+        driver = await Driver(env["NATS_URL"], fx, calls_per_turn=calls_per_turn).open()
+        roots = {**target.pids(), "bench": os.getpid()}
+        await driver.run(min(sweep), 1.0, roots)  # warm-up (pool connections, mirror initialised)
+        steps = []
+        for c in sweep:
+            s = (await driver.run(c, sweep_seconds, roots)).summary()
+            say(f"settle{label}: concurrency {c}: {s['settlements_per_s']}/s, settle p50 {s['settle_p50_ms']} ms, "
+                f"p99 {s['settle_p99_ms']} ms, errors {s['errors']}")
+            steps.append(s)
+        best = max(steps, key=lambda s: s["settlements_per_s"] or 0)["concurrency"]
+        main = (await driver.run(best, seconds, roots)).summary()
+        say(f"settle{label}: main run, concurrency {best}: {main['settlements_per_s']}/s, settle p50 {main['settle_p50_ms']} ms, "
+            f"p99 {main['settle_p99_ms']} ms, errors {main['errors']}")
+        check = await driver.verify(env["DATABASE_URL"], env["REDIS_URL"])
+        replicas = sum(1 for k in target.pids() if k == "billing" or k.startswith("billing-"))
+        return {"replicas": replicas, "users": users, "calls_per_turn": calls_per_turn, "sweep": steps, "main": main,
+                "spend": check}
+    finally:
+        if driver is not None:
+            await driver.close()
+        await fx.cleanup(env["REDIS_URL"])
+
+
+# --------------------------------------------------------------------------- report
+
+
+def _ms(x: Optional[float]) -> str:
+    return "n/a" if x is None else f"{x:.1f} ms"
+
+
+def _label(r: dict[str, Any]) -> str:
+    return r.get("what_if") or "as shipped"
+
+
+def markdown(results: list[dict[str, Any]]) -> str:
+    rows = [
+        "| billing | replicas | users | concurrency | settlements/s | settle p50 | settle p99 | reserve p50 / p99 | errors | spend exact |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+    ]
+    for r in results:
+        m = r["main"]
+        rows.append(
+            f"| {_label(r)} | {r['replicas']} | {r['users']} | {m['concurrency']} | **{m['settlements_per_s']:.0f}** | {_ms(m['settle_p50_ms'])} "
+            f"| **{_ms(m['settle_p99_ms'])}** | {_ms(m['reserve_p50_ms'])} / {_ms(m['reserve_p99_ms'])} | {m['errors']} "
+            f"| {'**yes**' if r['spend']['exact'] else '**NO**'} |")
+    sweep = ["", "Sweep (each step a few seconds; the best concurrency is then run at full length):", "",
+             "| billing | replicas | users | concurrency | settlements/s | settle p50 | settle p99 | errors |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in results:
+        for s in r["sweep"]:
+            sweep.append(f"| {_label(r)} | {r['replicas']} | {r['users']} | {s['concurrency']} | {s['settlements_per_s']:.0f} "
+                         f"| {_ms(s['settle_p50_ms'])} | {_ms(s['settle_p99_ms'])} | {s['errors']} |")
+    cpu = ["", "CPU during the main runs (cores):", ""]
+    for r in results:
+        cpu.append(f"- {_label(r)}, {r['replicas']} replica(s), {r['users']} user(s): "
+                   + ", ".join(f"{k} {v:.2f}" for k, v in r["main"]["cores"].items()))
+    spend = ["", "Spend check (micro-dollars, whole run of each configuration):", ""]
+    for r in results:
+        s = r["spend"]
+        spend.append(
+            f"- {_label(r)}, {r['replicas']} replica(s), {r['users']} user(s): {s['settlements']} settlements in {s['turns']} turns; "
+            f"billing answered {s['answered_cost_usd_micros']}, rate card {s['rate_card_cost_usd_micros']}, "
+            f"ai_usage_daily {s['postgres_daily_usd_micros']}, ai_conversation_usage {s['postgres_lifetime_usd_micros']}, "
+            f"Redis mirror {s['redis_mirror_usd_micros']}, usage snapshot {s['usage_snapshot_spent_usd_micros']} "
+            f"(reserved {s['usage_snapshot_reserved_usd_micros']}); holds left {s['holds_left']}; "
+            f"messages {s['messages_counted']} for {s['turns']} turns → {'exact' if s['exact'] else 'NOT EXACT'}")
+    return "\n".join(rows + sweep + cpu + spend)
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--replicas", default="1,2", help="billing replica counts to measure, in order (default 1,2)")
+    ap.add_argument("--users", default="1", help="users of the organization settling, comma-separated runs (default 1)")
+    ap.add_argument("--seconds", type=float, default=20.0, help="length of the main run (default 20)")
+    ap.add_argument("--sweep", default="8,32,128", help="concurrencies tried first (default 8,32,128)")
+    ap.add_argument("--sweep-seconds", type=float, default=5.0)
+    ap.add_argument("--what-if-workers", type=int, default=0,
+                    help="then run the same again with bench/billing_whatif.py: billing's subscribers taking this many "
+                         "messages at once (not a service change; default 0: skip)")
+    ap.add_argument("--what-if-pool", type=int, default=10, help="SPOTTER_DB_POOL_MAX of the what-if billing (default 10, as shipped)")
+    ap.add_argument("--json", type=Path, default=None, help="also write the raw figures here")
+    args = ap.parse_args(argv)
+    replicas = [int(x) for x in args.replicas.split(",")]
+    users = [int(x) for x in args.users.split(",")]
+    sweep = tuple(int(x) for x in args.sweep.split(","))
+
+    def on_term(_signum: int, _frame: Any) -> None:
+        raise KeyboardInterrupt()
+
+    signal.signal(signal.SIGTERM, on_term)
+    started = time.perf_counter()
+    stack = SubStack({}, log_dir=BENCH_DIR / "results" / "logs-settle", extra_env={"SPOTTER_LOG_LEVEL": "WARNING"})
+    results: list[dict[str, Any]] = []
+    try:
+        stack.start()
+
+        async def runs(what_if: str, argv: Optional[list[str]], env: Optional[dict[str, str]]) -> None:
+            for n in replicas:
+                have = sum(1 for k in stack.procs if k == "billing" or k.startswith("billing-"))
+                if n > have:
+                    stack.add("spotter-billing", n - have, argv=argv, env=env)
+                probe = UsageQuery(organization_id=str(uuid.uuid4())).to_bytes()
+                await wait_nats_responder(stack.env["NATS_URL"], USAGE.subject, probe)
+                await wait_subscribers(stack, SETTLE.subject, n)  # every replica listening
+                for u in users:
+                    r = await measure_settlements(stack, seconds=args.seconds, sweep=sweep, sweep_seconds=args.sweep_seconds,
+                                                  users=u, label=f" ({what_if or 'as shipped'}, {n} replica(s), {u} user(s))")
+                    r["what_if"] = what_if
+                    results.append(r)
+                    dead = stack.dead()
+                    if dead:
+                        raise RuntimeError("process died during the benchmark: " + ", ".join(dead))
+
+        async def all_runs() -> None:
+            await runs("", None, None)
+            if args.what_if_workers:
+                stack.stop_service("billing")
+                await runs(f"what-if: max_workers={args.what_if_workers}, pool {args.what_if_pool}",
+                           [sys.executable, str(BENCH_DIR / "billing_whatif.py")],
+                           {"BENCH_BILLING_MAX_WORKERS": str(args.what_if_workers),
+                            "SPOTTER_DB_POOL_MAX": str(args.what_if_pool)})
+
+        asyncio.run(all_runs())
+    except KeyboardInterrupt:
+        say("interrupted")
+        return 130
+    finally:
+        stack.close()
+    runtime = round(time.perf_counter() - started, 1)
+    print()
+    print("### Budget settlements on one organization")
+    print()
+    print(markdown(results))
+    print(f"\nTargets: ≥ {TARGET_PER_S:,.0f} settlements/s with settle p99 ≤ {TARGET_P99_MS:.0f} ms, spend exact. "
+          f"Whole run (stack start included): {runtime} s.")
+    if args.json:
+        args.json.write_text(json.dumps({"results": results, "runtime_s": runtime}, indent=2, default=str))
+    bad = any(not r["spend"]["exact"] or r["main"]["errors"] for r in results)
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
