@@ -60,8 +60,8 @@ from spotter_shared.contracts.events import (  # noqa: E402
 )
 from spotter_shared.turnlock import TurnLock  # noqa: E402
 
-from bench_stats import _proc_table, cpu_delta, cpu_snapshot, percentile  # noqa: E402
-from bench_substack import SubStack, new_name, raise_nofile, say  # noqa: E402
+from bench_stats import _proc_table, percentile  # noqa: E402
+from bench_substack import CpuWatch, SubStack, new_name, raise_nofile, say  # noqa: E402
 from sse_load import ClientPool, Totals, open_streams  # noqa: E402
 
 MODEL = "claude-sonnet-5-5"
@@ -134,8 +134,8 @@ class Fixture:
         redis = Redis.from_url(self.redis_url, decode_responses=True)
         try:
             lock = TurnLock(redis, LEASE_TTL_S)
-            for i in range(0, n, 500):
-                claimed = await asyncio.gather(*(lock.claim(c.id, c.turn_id) for c in self.convs[i:i + 500]))
+            for i in range(0, n, 50):
+                claimed = await asyncio.gather(*(lock.claim(c.id, c.turn_id) for c in self.convs[i:i + 50]))
                 if not all(claimed):
                     raise RuntimeError("a benchmark conversation's lease was already held")
         finally:
@@ -285,7 +285,8 @@ def _lag_summary(phase: Optional[dict[str, Any]]) -> dict[str, Any]:
     if not phase:
         return {"received": 0, "p50_ms": None, "p99_ms": None, "max_ms": None, "tokens": 0, "receive_window_s": None}
     lags = [x / 1e6 for x in phase["lags_ns"]]
-    window = (phase["last_ns"] - phase["first_ns"]) / 1e9 if phase["first_ns"] else None
+    # From the phase's first stamp to its last arrival: a backlog at the start or the end lengthens it.
+    window = (phase["last_ns"] - phase["first_sent_ns"]) / 1e9 if phase["first_sent_ns"] else None
     return {
         "received": phase["events"],
         "p50_ms": _r(percentile(lags, 50)),
@@ -300,10 +301,6 @@ def _lag_summary(phase: Optional[dict[str, Any]]) -> dict[str, Any]:
 
 def _r(x: Optional[float], nd: int = 1) -> Optional[float]:
     return None if x is None else round(x, nd)
-
-
-def _cores(delta: dict[str, float], wall: float) -> dict[str, float]:
-    return {k: round(v / wall, 2) for k, v in sorted(delta.items(), key=lambda kv: -kv[1]) if v > 0.005}
 
 
 async def measure_fanout(
@@ -330,7 +327,7 @@ async def measure_fanout(
     fx = Fixture(env["DATABASE_URL"], env["REDIS_URL"])
     pool: Optional[ClientPool] = None
     pub = Publisher(env["NATS_URL"], env["DATABASE_URL"] if store else None)
-    out: dict[str, Any] = {"streams_asked": streams, "seconds": seconds, "store": store, "client_procs": client_procs,
+    out: dict[str, Any] = {"loadavg_before": os.getloadavg()[0], "streams_asked": streams, "seconds": seconds, "store": store, "client_procs": client_procs,
                            "token_streams": min(token_streams, streams), "tokens_per_s_per_stream": tokens_per_s,
                            "token_seconds": token_seconds}
     try:
@@ -353,8 +350,8 @@ async def measure_fanout(
 
         pool = ClientPool(host, port, [fx.path(c) for c in fx.convs], fx.token, procs=client_procs, parallel=100)
         pool.start()
-        roots = {**target.pids(), **{f"client-{i + 1}": p for i, p in enumerate(pool.pids)}, "bench": os.getpid()}
-        c0 = cpu_snapshot(roots)
+        watch = CpuWatch({**target.pids(), **{f"client-{i + 1}": p for i, p in enumerate(pool.pids)}})
+        c0 = watch.snapshot()
         t0 = time.perf_counter()
         conn = await pool.connected()
         out["connect"] = {
@@ -362,7 +359,7 @@ async def measure_fanout(
             "wall_s": round(time.perf_counter() - t0, 1),
             "setup_p50_ms": _r(percentile([x * 1000 for x in conn["setup_s"]], 50)),
             "setup_p99_ms": _r(percentile([x * 1000 for x in conn["setup_s"]], 99)),
-            "cores": _cores(cpu_delta(c0, cpu_snapshot(roots)), time.perf_counter() - t0),
+            "cores": watch.since(c0),
         }
         say(f"fan-out: {conn['open']}/{streams} streams open in {out['connect']['wall_s']}s "
             f"({conn['error_count']} failed{': ' + conn['errors'][0] if conn['errors'] else ''})")
@@ -370,14 +367,14 @@ async def measure_fanout(
         rss1 = tree_rss_kb(gw_pid)
 
         # Streams open, nothing published: what holding them costs.
-        c0, t0 = cpu_snapshot(roots), time.perf_counter()
+        c0 = watch.snapshot()
         await asyncio.sleep(idle_s)
-        out["idle"] = {"seconds": idle_s, "cores": _cores(cpu_delta(c0, cpu_snapshot(roots)), time.perf_counter() - t0)}
+        out["idle"] = {"seconds": idle_s, "cores": watch.since(c0)}
 
         # Phase A: one event per second per stream.
-        c0, t0 = cpu_snapshot(roots), time.perf_counter()
+        c0 = watch.snapshot()
         a = await pub.run(fx.convs, rate=1.0, seconds=seconds + warm_s, tokens=1, tag="A", warm_s=warm_s, warm_tag="W")
-        out["fanout_cores"] = _cores(cpu_delta(c0, cpu_snapshot(roots)), time.perf_counter() - t0)
+        out["fanout_cores"] = watch.since(c0)
         await asyncio.sleep(2.0)  # let the last events arrive
         rss2 = tree_rss_kb(gw_pid)
         say(f"fan-out: phase A published {a.events} events in {a.wall_s:.1f}s (publisher behind by ≤ {a.behind_max_ms:.0f} ms)")
@@ -385,10 +382,10 @@ async def measure_fanout(
         # Phase B: text deltas as the orchestrator batches them (every 40 ms) on `token_streams` streams.
         m = min(token_streams, streams)
         per_event = max(1, round(tokens_per_s * DELTA_FLUSH_S))
-        c0, t0 = cpu_snapshot(roots), time.perf_counter()
+        c0 = watch.snapshot()
         b = await pub.run(fx.convs[:m], rate=1.0 / DELTA_FLUSH_S, seconds=token_seconds + 2.0, tokens=per_event, tag="B",
                           warm_s=2.0, warm_tag="V")
-        out["tokens_cores"] = _cores(cpu_delta(c0, cpu_snapshot(roots)), time.perf_counter() - t0)
+        out["tokens_cores"] = watch.since(c0)
         await asyncio.sleep(2.0)
         say(f"fan-out: phase B published {b.events} deltas ({b.tokens} tokens) in {b.wall_s:.1f}s")
 
@@ -426,6 +423,7 @@ async def measure_fanout(
             "other_events": stats["other_events"],
         }
         out["client_cpu_s"] = stats["cpu_s"]
+        out["loadavg_after"] = os.getloadavg()[0]
         return out
     finally:
         if pool is not None:
@@ -492,7 +490,8 @@ def markdown(r: dict[str, Any]) -> str:
         f"{mem['rss_after_events_kb'] / 1024:.1f} MB after the events, {mem['rss_after_close_kb'] / 1024:.1f} MB once closed. "
         f"Events stored before publishing: {stored}. "
         f"Publisher behind schedule at worst: {f['publisher_behind_max_ms']:.0f} ms (phase A), {t['publisher_behind_max_ms']:.0f} ms (token phase). "
-        f"Client processes: {r['client_procs']} (CPU {r['client_cpu_s']} s). Lag p90 / p99.9: {_ms(f.get('p90_ms'))} / {_ms(f.get('p999_ms'))}."
+        f"Client processes: {r['client_procs']} (CPU {r['client_cpu_s']} s). Lag p90 / p99.9: {_ms(f.get('p90_ms'))} / {_ms(f.get('p999_ms'))}. "
+        f"Load average (1 min) before / after: {r['loadavg_before']:.2f} / {r['loadavg_after']:.2f} on {os.cpu_count()} CPUs."
     )
     return "\n".join(rows) + "\n\n" + "\n".join(cores) + "\n\n" + notes
 

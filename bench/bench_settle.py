@@ -56,11 +56,12 @@ from spotter_shared.contracts.billing import (  # noqa: E402
     call_reservation_id,
 )
 
-from bench_stats import cpu_delta, cpu_snapshot, percentile  # noqa: E402
-from bench_substack import SubStack, new_name, say, wait_nats_responder  # noqa: E402
+from bench_stats import percentile  # noqa: E402
+from bench_substack import CpuWatch, SubStack, new_name, say, wait_nats_responder  # noqa: E402
 
 MODEL = "claude-sonnet-5-5"
 TIMEOUT_S = 5.0  # orchestrator/peers.py BILLING_TIMEOUT_S
+ATTEMPTS = 3
 MAX_OUTPUT = 8
 TARGET_PER_S = 2000.0
 TARGET_P99_MS = 20.0
@@ -165,6 +166,8 @@ class Step:
     settle_ms: list[float] = field(default_factory=list)
     reserve_ms: list[float] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    timeouts: int = 0  # requests asked again after a timeout
+    failed: int = 0  # calls given up (a refusal, an error reply, or no answer after ATTEMPTS)
     wall_s: float = 0.0
     cores: dict[str, float] = field(default_factory=dict)
 
@@ -181,6 +184,8 @@ class Step:
             "reserve_p50_ms": _r(percentile(self.reserve_ms, 50)),
             "reserve_p99_ms": _r(percentile(self.reserve_ms, 99)),
             "errors": len(self.errors),
+            "timeouts": self.timeouts,
+            "failed": self.failed,
             "first_errors": self.errors[:3],
             "cores": self.cores,
         }
@@ -215,6 +220,18 @@ class Driver:
             raise RemoteFailure(f"{subject}: {err.code}: {err.message}")
         return reply_type.model_validate_json(msg.data)
 
+    async def ask_again(self, subject: str, payload: bytes, reply_type: type, step: Step) -> Any:
+        """Both requests are idempotent under the reservation id: after a timeout the orchestrator's
+        redelivered turn asks again under the same id (a reserve finds its hold, a settle answers the
+        first charge), and so does this. Each timeout is counted as an error."""
+        for attempt in range(1, ATTEMPTS + 1):
+            try:
+                return await self.ask(subject, payload, reply_type)
+            except (NatsTimeout, asyncio.TimeoutError) as exc:
+                step.errors.append(f"timeout on {subject} (attempt {attempt}): {type(exc).__name__}")
+                step.timeouts += 1
+        raise RemoteFailure(f"{subject}: no answer after {ATTEMPTS} attempts")
+
     async def _worker(self, conversation: str, user: str, step: Step, stop_at: float) -> None:
         org = self.fx.org_id
         while time.monotonic() < stop_at:
@@ -224,18 +241,19 @@ class Driver:
                 usage, estimate = random_usage(self.rng)
                 try:
                     t0 = time.perf_counter()
-                    held: Reservation = await self.ask(RESERVE.subject, ReserveBudget(
+                    held: Reservation = await self.ask_again(RESERVE.subject, ReserveBudget(
                         reservation_id=rid, organization_id=org, model=MODEL, input_tokens=estimate,
-                        max_output_tokens=MAX_OUTPUT).to_bytes(), Reservation)
+                        max_output_tokens=MAX_OUTPUT).to_bytes(), Reservation, step)
                     t1 = time.perf_counter()
                     if not held.ok:
                         raise RemoteFailure(f"reservation refused: {held.code or ('settled' if held.settled else '?')}")
-                    settled: Settlement = await self.ask(SETTLE.subject, SettleUsage(
+                    settled: Settlement = await self.ask_again(SETTLE.subject, SettleUsage(
                         reservation_id=rid, organization_id=org, user_id=user, conversation_id=conversation, model=MODEL,
-                        usage=usage, count_message=call == 0).to_bytes(), Settlement)
+                        usage=usage, count_message=call == 0).to_bytes(), Settlement, step)
                     t2 = time.perf_counter()
-                except (RemoteFailure, NatsTimeout, asyncio.TimeoutError) as exc:
+                except RemoteFailure as exc:
                     step.errors.append(f"{type(exc).__name__}: {exc}")
+                    step.failed += 1
                     await asyncio.sleep(0.05)
                     break
                 step.reserve_ms.append((t1 - t0) * 1000.0)
@@ -255,12 +273,12 @@ class Driver:
         convs = self.fx.conversations[:concurrency]
         if len(convs) < concurrency:
             raise ValueError(f"only {len(self.fx.conversations)} conversations for concurrency {concurrency}")
-        c0 = cpu_snapshot(roots)
+        watch = CpuWatch(roots, self_name="client (bench)")
+        c0 = watch.snapshot()
         t0 = time.monotonic()
         await asyncio.gather(*(self._worker(c, u, step, t0 + seconds) for c, u in convs))
         step.wall_s = time.monotonic() - t0
-        step.cores = {k: round(v / step.wall_s, 2) for k, v in sorted(cpu_delta(c0, cpu_snapshot(roots)).items(),
-                                                                       key=lambda kv: -kv[1]) if v > 0.005}
+        step.cores = watch.since(c0)
         return step
 
     async def verify(self, database_url: str, redis_url: str) -> dict[str, Any]:
@@ -346,10 +364,11 @@ async def measure_settlements(
     env = target.env
     fx = Fixture(env["DATABASE_URL"])
     driver: Optional[Driver] = None
+    loadavg = os.getloadavg()[0]
     try:
         await fx.create(users, max(sweep))
         driver = await Driver(env["NATS_URL"], fx, calls_per_turn=calls_per_turn).open()
-        roots = {**target.pids(), "bench": os.getpid()}
+        roots = dict(target.pids())
         await driver.run(min(sweep), 1.0, roots)  # warm-up (pool connections, mirror initialised)
         steps = []
         for c in sweep:
@@ -363,7 +382,7 @@ async def measure_settlements(
             f"p99 {main['settle_p99_ms']} ms, errors {main['errors']}")
         check = await driver.verify(env["DATABASE_URL"], env["REDIS_URL"])
         replicas = sum(1 for k in target.pids() if k == "billing" or k.startswith("billing-"))
-        return {"replicas": replicas, "users": users, "calls_per_turn": calls_per_turn, "sweep": steps, "main": main,
+        return {"loadavg_before": loadavg, "replicas": replicas, "users": users, "calls_per_turn": calls_per_turn, "sweep": steps, "main": main,
                 "spend": check}
     finally:
         if driver is not None:
@@ -384,26 +403,28 @@ def _label(r: dict[str, Any]) -> str:
 
 def markdown(results: list[dict[str, Any]]) -> str:
     rows = [
-        "| billing | replicas | users | concurrency | settlements/s | settle p50 | settle p99 | reserve p50 / p99 | errors | spend exact |",
+        "| billing | replicas | users | concurrency | settlements/s | settle p50 | settle p99 | reserve p50 / p99 | timeouts / failed | spend exact |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
     for r in results:
         m = r["main"]
         rows.append(
             f"| {_label(r)} | {r['replicas']} | {r['users']} | {m['concurrency']} | **{m['settlements_per_s']:.0f}** | {_ms(m['settle_p50_ms'])} "
-            f"| **{_ms(m['settle_p99_ms'])}** | {_ms(m['reserve_p50_ms'])} / {_ms(m['reserve_p99_ms'])} | {m['errors']} "
+            f"| **{_ms(m['settle_p99_ms'])}** | {_ms(m['reserve_p50_ms'])} / {_ms(m['reserve_p99_ms'])} | {m['timeouts']} / {m['failed']} "
             f"| {'**yes**' if r['spend']['exact'] else '**NO**'} |")
     sweep = ["", "Sweep (each step a few seconds; the best concurrency is then run at full length):", "",
-             "| billing | replicas | users | concurrency | settlements/s | settle p50 | settle p99 | errors |",
+             "| billing | replicas | users | concurrency | settlements/s | settle p50 | settle p99 | timeouts / failed |",
              "|---|---:|---:|---:|---:|---:|---:|---:|"]
     for r in results:
         for s in r["sweep"]:
             sweep.append(f"| {_label(r)} | {r['replicas']} | {r['users']} | {s['concurrency']} | {s['settlements_per_s']:.0f} "
-                         f"| {_ms(s['settle_p50_ms'])} | {_ms(s['settle_p99_ms'])} | {s['errors']} |")
+                         f"| {_ms(s['settle_p50_ms'])} | {_ms(s['settle_p99_ms'])} | {s['timeouts']} / {s['failed']} |")
     cpu = ["", "CPU during the main runs (cores):", ""]
     for r in results:
         cpu.append(f"- {_label(r)}, {r['replicas']} replica(s), {r['users']} user(s): "
                    + ", ".join(f"{k} {v:.2f}" for k, v in r["main"]["cores"].items()))
+    loads = ["", "Load average (1 min) before each configuration: " + ", ".join(f"{r['loadavg_before']:.2f}" for r in results)
+             + f" on {os.cpu_count()} CPUs."]
     spend = ["", "Spend check (micro-dollars, whole run of each configuration):", ""]
     for r in results:
         s = r["spend"]
@@ -414,7 +435,7 @@ def markdown(results: list[dict[str, Any]]) -> str:
             f"Redis mirror {s['redis_mirror_usd_micros']}, usage snapshot {s['usage_snapshot_spent_usd_micros']} "
             f"(reserved {s['usage_snapshot_reserved_usd_micros']}); holds left {s['holds_left']}; "
             f"messages {s['messages_counted']} for {s['turns']} turns → {'exact' if s['exact'] else 'NOT EXACT'}")
-    return "\n".join(rows + sweep + cpu + spend)
+    return "\n".join(rows + sweep + cpu + loads + spend)
 
 
 def main(argv: Optional[list[str]] = None) -> int:
@@ -485,7 +506,7 @@ def main(argv: Optional[list[str]] = None) -> int:
           f"Whole run (stack start included): {runtime} s.")
     if args.json:
         args.json.write_text(json.dumps({"results": results, "runtime_s": runtime}, indent=2, default=str))
-    bad = any(not r["spend"]["exact"] or r["main"]["errors"] for r in results)
+    bad = any(not r["spend"]["exact"] or r["main"]["failed"] for r in results)
     return 1 if bad else 0
 
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
+from bench_stats import cpu_delta, cpu_snapshot
 from spotter_cli.devstack import DevStack, find_free_port, repo_root
 from spotter_cli.supervisor import ServiceProcess, run_command, stop_services, wait_http_ok
 
@@ -153,3 +154,42 @@ def rss_kb(pid: int) -> Optional[int]:
 
 def new_name(prefix: str) -> str:
     return f"{prefix} {time.strftime('%H%M%S')} {uuid.uuid4().hex[:6]}"
+
+
+# --------------------------------------------------------------------------- CPU
+
+
+def _cores(delta: dict[str, float], wall: float) -> dict[str, float]:
+    return {k: round(v / wall, 2) for k, v in sorted(delta.items(), key=lambda kv: -kv[1]) if v > 0.005}
+
+
+class CpuWatch:
+    """CPU seconds of the named process trees, of this process alone (the publisher: its children, the
+    services and clients, are counted under their own names), and of the whole machine (/proc/stat),
+    so that what else ran on the machine meanwhile is reported too."""
+
+    def __init__(self, roots: dict[str, Optional[int]], self_name: str = "bench") -> None:
+        self.roots = roots
+        self.self_name = self_name
+
+    @staticmethod
+    def _machine() -> float:
+        with open("/proc/stat") as f:
+            parts = f.readline().split()[1:]
+        v = [int(x) for x in parts]
+        busy = sum(v) - v[3] - (v[4] if len(v) > 4 else 0)  # all but idle and iowait
+        return busy / os.sysconf("SC_CLK_TCK")
+
+    def snapshot(self) -> tuple[float, dict[str, float], float, float]:
+        ru = resource.getrusage(resource.RUSAGE_SELF)
+        return time.perf_counter(), cpu_snapshot(self.roots), ru.ru_utime + ru.ru_stime, self._machine()
+
+    def since(self, before: tuple[float, dict[str, float], float, float]) -> dict[str, float]:
+        t1, procs1, self1, machine1 = self.snapshot()
+        t0, procs0, self0, machine0 = before
+        wall = max(1e-9, t1 - t0)
+        delta = cpu_delta(procs0, procs1)
+        delta[self.self_name] = max(0.0, self1 - self0)
+        ours = sum(delta.values())
+        delta["other processes on the machine"] = max(0.0, (machine1 - machine0) - ours)
+        return _cores(delta, wall)

@@ -32,8 +32,9 @@ class PhaseStats:
     lags_ns: array = field(default_factory=lambda: array("q"))
     events: int = 0
     tokens: int = 0
-    first_ns: int = 0
-    last_ns: int = 0
+    first_ns: int = 0  # first arrival
+    last_ns: int = 0  # last arrival
+    first_sent_ns: int = 0  # earliest stamp
 
     def add(self, now_ns: int, lag_ns: int, tokens: int) -> None:
         self.lags_ns.append(lag_ns)
@@ -42,10 +43,13 @@ class PhaseStats:
         if not self.first_ns:
             self.first_ns = now_ns
         self.last_ns = now_ns
+        sent = now_ns - lag_ns
+        if not self.first_sent_ns or sent < self.first_sent_ns:
+            self.first_sent_ns = sent
 
     def as_dict(self) -> dict[str, Any]:
         return {"lags_ns": self.lags_ns.tobytes(), "events": self.events, "tokens": self.tokens,
-                "first_ns": self.first_ns, "last_ns": self.last_ns}
+                "first_ns": self.first_ns, "last_ns": self.last_ns, "first_sent_ns": self.first_sent_ns}
 
 
 @dataclass
@@ -346,7 +350,8 @@ class ClientPool:
         for kind, r in replies:
             assert kind == "stats", kind
             for tag, ph in r["phases"].items():
-                m = merged["phases"].setdefault(tag, {"lags_ns": array("q"), "events": 0, "tokens": 0, "first_ns": 0, "last_ns": 0})
+                m = merged["phases"].setdefault(tag, {"lags_ns": array("q"), "events": 0, "tokens": 0, "first_ns": 0, "last_ns": 0,
+                                                      "first_sent_ns": 0})
                 lags = array("q")
                 lags.frombytes(ph["lags_ns"])
                 m["lags_ns"].extend(lags)
@@ -355,6 +360,8 @@ class ClientPool:
                 if ph["first_ns"] and (not m["first_ns"] or ph["first_ns"] < m["first_ns"]):
                     m["first_ns"] = ph["first_ns"]
                 m["last_ns"] = max(m["last_ns"], ph["last_ns"])
+                if ph["first_sent_ns"] and (not m["first_sent_ns"] or ph["first_sent_ns"] < m["first_sent_ns"]):
+                    m["first_sent_ns"] = ph["first_sent_ns"]
             for k, v in r["other_events"].items():
                 merged["other_events"][k] = merged["other_events"].get(k, 0) + v
             for k in ("gaps", "dups", "lost", "open_at_stop"):

@@ -98,6 +98,14 @@ COMPARISON = (
     "approval; this one-tool graph uses neither and has no budget or confirmation step of its own."
 )
 
+# What dominates the peer's time to first token (langgraph_runtime_inmem 0.36.7, ops.Runs.next / queue.py).
+QUEUE_NOTE = (
+    "The in-memory runtime starts runs from a queue that, when idle, sleeps 0.5 s and then takes only the runs "
+    "created before that sleep began, so every new run waits 0.5–1.0 s before it starts (`run_queue_ms` in its "
+    "log; `Run started`: the run's first SSE event, `metadata`). That is the in-memory dev server; LangGraph's "
+    "deployed server runs on another runtime, not measured here."
+)
+
 
 def say(msg: str) -> None:
     print(f"[bench:{NAME}] {msg}", file=sys.stderr, flush=True)
@@ -212,6 +220,7 @@ class LangGraphServer:
             "LANGGRAPH_CLI_NO_ANALYTICS": "1",
             "LANGGRAPH_NO_VERSION_CHECK": "true",
             "DO_NOT_TRACK": "1",
+            "LOG_COLOR": "false",  # a readable log file; the level stays the dev server's default (INFO)
         }
 
     def start(self) -> "LangGraphServer":
@@ -532,6 +541,7 @@ async def measure(
     warm_up: bool = True,
     n_jobs_per_worker: int = N_JOBS_PER_WORKER,
     log_dir: Optional[Path] = None,
+    extra_pids: Optional[Mapping[str, Optional[int]]] = None,
     progress: Callable[[str], None] = say,
 ) -> dict[str, Any]:
     """Install (once) and start the peer against `sim_url`, run every (workload, concurrency) cell closed
@@ -540,7 +550,8 @@ async def measure(
     "simulator_latency", "n_jobs_per_worker", "install_s", "server_start_s", "cells": [...], "errors"};
     each cell has the keys of bench/run.py's cells (workload, title, message, model_calls_per_turn,
     concurrency) and `"langgraph"`: a `Samples.summary()` (ttft_p50_ms, ttft_p95_ms, turn_p50_ms,
-    turns_per_s, …), plus `cpu_ms_per_turn`."""
+    turns_per_s, …), plus `cpu_ms_per_turn` (the server and its children, this client, and `extra_pids`,
+    e.g. {"simulator": pid})."""
     levels = [concurrency] if isinstance(concurrency, int) else list(concurrency)
     t0 = time.perf_counter()
     await asyncio.to_thread(ensure_installed)
@@ -565,9 +576,10 @@ async def measure(
                 n, k = _spec(turns, w, c), _spec(rounds, w, c)
                 samples, cpu = Samples(), Counter()
                 for rnd in range(k):
-                    before, self_before = cpu_snapshot(peer.pids()), _self_cpu()
+                    roots = {**peer.pids(), **(extra_pids or {})}
+                    before, self_before = cpu_snapshot(roots), _self_cpu()
                     results, wall = await peer.run_round(w, n, c)
-                    delta = cpu_delta(before, cpu_snapshot(peer.pids()))
+                    delta = cpu_delta(before, cpu_snapshot(roots))
                     delta["bench-client"] = _self_cpu() - self_before
                     cpu.update(delta)
                     samples.add_round(results, wall)
@@ -606,12 +618,14 @@ def _spec(spec: TurnsSpec, w: Workload, c: int) -> int:
 
 
 def peer_table(peer: Mapping[str, Any]) -> str:
-    rows = ["| Workload | Concurrent conversations | TTFT p50 | TTFT p95 | Turn latency p50 | Turns/s | Turns (errors) |",
-            "|---|---:|---:|---:|---:|---:|---:|"]
+    rows = ["| Workload | Concurrent conversations | Run started p50 | TTFT p50 | TTFT p95 | Turn latency p50 | Turns/s "
+            "| Turns (errors) |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|"]
     for c in peer["cells"]:
         s = c[NAME]
-        rows.append(f"| {c['title']} | {c['concurrency']} | {_ms(s['ttft_p50_ms'])} | {_ms(s['ttft_p95_ms'])} | "
-                    f"{_ms(s['turn_p50_ms'])} | {_rate(s['turns_per_s'])} | {s['turns']} ({s['errors']}) |")
+        rows.append(f"| {c['title']} | {c['concurrency']} | {_ms(s['first_event_p50_ms'])} | {_ms(s['ttft_p50_ms'])} | "
+                    f"{_ms(s['ttft_p95_ms'])} | {_ms(s['turn_p50_ms'])} | {_rate(s['turns_per_s'])} | "
+                    f"{s['turns']} ({s['errors']}) |")
     return "\n".join(rows)
 
 
@@ -692,6 +706,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     from spotter_cli.supervisor import SIMULATOR, ServiceProcess, wait_http_ok
 
     started = time.perf_counter()
+    load_before = os.getloadavg()
     t = time.perf_counter()
     ensure_installed()
     install_s = time.perf_counter() - t
@@ -706,7 +721,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     try:
         wait_http_ok(f"{sim_url}/_sim/health", timeout=60, watch=[sim])
         say(f"simulator at {sim_url} (ttft {args.ttft_ms} ms, {args.tokens_per_second:g} tokens/s)")
-        result = asyncio.run(measure_cells(sim_url, cells, n_jobs_per_worker=args.n_jobs_per_worker, log_dir=args.log_dir))
+        result = asyncio.run(measure_cells(sim_url, cells, n_jobs_per_worker=args.n_jobs_per_worker, log_dir=args.log_dir,
+                                           extra_pids={"simulator": sim.pid}))
     except KeyboardInterrupt:
         say("interrupted")
         return 130
@@ -718,6 +734,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         "nproc": len(os.sched_getaffinity(0)), "python": pyplatform.python_version(),
         "sim_ttft_ms": args.ttft_ms, "sim_tokens_per_second": args.tokens_per_second, "quick": args.quick,
         "install_s": round(install_s, 1), "runtime_s": round(runtime, 1),
+        "loadavg_before": [round(x, 2) for x in load_before], "loadavg_after": [round(x, 2) for x in os.getloadavg()],
     }
     versions = ", ".join(f"{k} {v}" for k, v in result["versions"].items())
     print(f"\n### LangGraph peer (`langgraph dev`, in-memory) against the model simulator\n")
@@ -725,10 +742,11 @@ def main(argv: Optional[list[str]] = None) -> int:
     print(f"\nMeasured {result['meta']['date']} on {result['meta']['nproc']} CPU core(s), Python "
           f"{result['meta']['python']}; simulator TTFT {args.ttft_ms} ms, {args.tokens_per_second:g} tokens/s; "
           f"{versions}; --n-jobs-per-worker {args.n_jobs_per_worker}; server start {result['server_start_s']}s; "
-          f"install check {install_s:.1f}s; whole run {runtime:.0f}s.")
+          f"install {'check ' if install_s < 5 else ''}{install_s:.1f}s; whole run {runtime:.0f}s; load average "
+          f"(1/5/15 min) {result['meta']['loadavg_before']} before, {result['meta']['loadavg_after']} after.")
     cpu = "; ".join(f"{c['workload']} c={c['concurrency']}: " + ", ".join(f"{k} {v} ms" for k, v in c["cpu_ms_per_turn"].items())
                     for c in result["cells"])
-    print(f"\nCPU per turn: {cpu}.\n\n{COMPARISON}\n")
+    print(f"\nCPU per turn: {cpu}.\n\n{QUEUE_NOTE}\n\n{COMPARISON}\n")
     if args.json:
         args.json.write_text(json.dumps(result, indent=2, default=str) + "\n")
         say(f"wrote {args.json}")

@@ -20,7 +20,7 @@ DOC_SERVER = "nats://nats:4222"
 def brokers() -> dict[str, NatsBroker]:
     """Each service's broker with its declared edges, by service name (nothing is connected)."""
     from spotter_billing.main import BillingSettings, create_app as billing_app
-    from spotter_gateway.edges import create_broker as gateway_broker
+    from spotter_gateway.edges import documented_broker as gateway_broker
     from spotter_gateway.settings import GatewaySettings
     from spotter_orchestrator.main import create_app as orchestrator_app
     from spotter_orchestrator.settings import OrchestratorSettings

@@ -277,6 +277,21 @@ async def publish_command(pub: Publisher, command: TurnCommand) -> None:
     await publish(pub, command, headers=publish_headers(msg_id=command.command_id, trace_id=command.trace_id))
 
 
+class LivePublisher:
+    """Live fan-out (a conversation's events, every ~40 ms while a reply streams) with the bare NATS
+    client: none of the broker's per-message middleware (a span, a log line, a model dump), which
+    made up most of what each event cost. The events are already stored; a subscriber that misses
+    one re-reads the log, so these carry no trace context. `declared` is the endpoint's declared
+    publisher (the AsyncAPI document shows it), whose subject template the subjects fill in."""
+
+    def __init__(self, broker: NatsBroker, declared: Publisher) -> None:
+        self._broker = broker
+        self.declared = declared
+
+    async def publish(self, subject: str, payload: bytes) -> None:
+        await self._broker.connection.publish(subject, payload)
+
+
 def publish_headers(msg_id: str | None = None, trace_id: str | None = None) -> dict[str, str]:
     headers: dict[str, str] = {}
     if msg_id:

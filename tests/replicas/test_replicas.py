@@ -25,14 +25,19 @@ from httpx_sse import aconnect_sse
 from tests.e2e.client import Sim, auth, sse
 from tests.factories import make_studio
 
-from .conftest import KINDS, Cluster, Replica
+from .conftest import Cluster, Replica
 
 def tool(name: str, **tool_input: Any) -> dict[str, Any]:
     return {"name": name, "input": tool_input}
 
 
+_DIGITS = "0123456789abcdefghijklmnopqrstuvwxyz"
+
+
 def words(prefix: str, count: int) -> str:
-    return " ".join(f"{prefix}{i:02d}" for i in range(count))
+    """`count` distinct words of 3 characters (with its space, each is one simulator token)."""
+    assert count <= len(_DIGITS) ** 2
+    return " ".join(f"{prefix}{_DIGITS[i // 36]}{_DIGITS[i % 36]}" for i in range(count))
 
 
 @dataclass
@@ -307,17 +312,33 @@ async def poll(pool: asyncpg.Pool, sql: str, *args: object, timeout: float = 30.
 
 
 ROLLING_TURNS = 50
-# The simulator streams every answer at this rate; each turn's texts are sized so that the tool
-# calls fall all over the restart (conversation n runs its tool after ~n/50 of the window) and
-# every turn is still streaming its answer when the last replica restarts.
-ROLLING_TPS = 4.0
-ROLLING_WINDOW_TOKENS = 160  # ~40 s at 4 tokens/s: what the rolling restart takes here
+# One replica at a time, kind after kind: tool-runners, billing, rag, gateways (1-5 s each), then
+# the orchestrators (~20 s each: a SIGTERMed orchestrator keeps running its turns for FastStream's
+# graceful 15 s, then stops them, and their commands come back to the other replica after the ack
+# wait). The whole restart takes 65-85 s here.
+ROLLING_ORDER = ("tool-runner", "billing", "rag", "gateway", "orchestrator")
+# Each turn is six model calls the simulator streams at ROLLING_TPS tokens a second (each word
+# below is one token): conversation n says up to 6 s of text and creates its workout (so the writes
+# fall while the tool-runners restart, and the next calls reserve and settle while billing
+# restarts), then four times says 12 s of text and reads the studio's context, then answers in
+# 12 s: over a minute of work (more where an orchestrator stopped a call and it was made again), so
+# every turn is still running when each replica stops. Once the last replica is back, the simulator
+# answers at full speed and the turns finish within a call.
+ROLLING_TPS = 5.0
+ROLLING_BEFORE_S = 6.0
+ROLLING_CALL_S = 12.0
+ROLLING_READS = 4
 
 
-def rolling_texts(n: int) -> tuple[str, str]:
-    """The turn's text before its tool call and its answer after it (each `wNN ` is one token)."""
-    before = max(1, ROLLING_WINDOW_TOKENS * n // ROLLING_TURNS)
-    return f"Creating rr-{n:03d}: {words('w', before)}.", f" {words('a', ROLLING_WINDOW_TOKENS - before + 20)} Created rr-{n:03d}."
+def rolling_script(n: int, run: str) -> tuple[list[dict[str, Any]], str]:
+    """Conversation n's model calls, and the text its client must see: each call's text, once."""
+    call = int(ROLLING_CALL_S * ROLLING_TPS)
+    before = f"Creating rr-{n:03d}: {words('w', 1 + int(ROLLING_BEFORE_S * ROLLING_TPS * n / ROLLING_TURNS))}."
+    calls = [{"text": before, "tool_uses": [tool("workouts__create", title=f"rr-{run}-{n:03d}", description="3 rounds")]}]
+    calls += [{"text": f" Checking {k}: {words(chr(ord('b') + k), call)}.", "tool_uses": [tool("read__get_current_context")]}
+              for k in range(ROLLING_READS)]
+    calls += [{"text": f" {words('a', call)} Created rr-{n:03d}.", "tool_uses": []}]
+    return calls, "".join(c["text"] for c in calls)
 
 
 async def test_rolling_restart_of_every_service_under_50_writing_turns(healthy: Cluster, pool: asyncpg.Pool, sim: Sim) -> None:
@@ -325,35 +346,42 @@ async def test_rolling_restart_of_every_service_under_50_writing_turns(healthy: 
     studio = await make_studio(pool, tier="elite")
     org = uuid.UUID(studio.org.id)
     run = uuid.uuid4().hex[:6]
-    texts = [rolling_texts(n) for n in range(ROLLING_TURNS)]
-    for n, (before, after) in enumerate(texts):
-        await sim.script(f"rolling {run} {n:03d}",
-                         {"text": before, "tool_uses": [tool("workouts__create", title=f"rr-{run}-{n:03d}", description="3 rounds")]},
-                         {"text": after, "tool_uses": []})
+    scripts = [rolling_script(n, run) for n in range(ROLLING_TURNS)]
+    for n, (calls, _) in enumerate(scripts):
+        await sim.script(f"rolling {run} {n:03d}", *calls)
     await sim.latency(ttft_ms=100, tokens_per_second=ROLLING_TPS)
 
     async def running_turns() -> int:
         return await pool.fetchval("""SELECT count(*) FROM ai_turns t JOIN ai_conversations c ON c.id = t.conversation_id
                                       WHERE c.organization_id = $1 AND t.status = 'running'""", org)
 
-    steps: list[tuple[str, int, int | None, float]] = []
+    async def tool_runs() -> int:
+        return await pool.fetchval("""SELECT count(*) FROM ai_tool_executions x JOIN ai_conversations c ON c.id = x.conversation_id
+                                      WHERE c.organization_id = $1 AND x.status = 'succeeded' AND x.router = 'workouts'""", org)
+
+    # (replica, turns running when it was stopped, its exit code, when it was stopped, how long it
+    # took to be back, workouts created meanwhile)
+    steps: list[tuple[str, int, int | None, float, float, int]] = []
     async with client(ROLLING_TURNS) as http:
         started = [asyncio.Event() for _ in range(ROLLING_TURNS)]
         turns = [asyncio.create_task(converse(http, cluster, studio.org.id, studio.owner.user_id, f"rolling {run} {n:03d}",
                                               first=n % 2, started=started[n], deadline_s=240))
                  for n in range(ROLLING_TURNS)]
         try:
+            # Every conversation is mid-turn (its stream has begun) before the first replica stops.
             await asyncio.wait_for(asyncio.gather(*(e.wait() for e in started)), timeout=60)
             t0 = time.monotonic()
-            # One replica at a time: SIGTERM, wait for its exit, start it, wait until it is subscribed
-            # (and, for a gateway, ready), then the other replica of that kind.
-            for kind in KINDS:
+            # SIGTERM, wait for the exit, start again, wait until it is subscribed (a gateway: and
+            # ready), then the other replica of that kind.
+            for kind in ROLLING_ORDER:
                 for replica in cluster.of(kind):
-                    in_flight = await running_turns()
+                    in_flight, tools_before = await running_turns(), await tool_runs()
                     began = time.monotonic()
                     rc = await cluster.restart(replica)
-                    steps.append((replica.label, in_flight, rc, time.monotonic() - began))
+                    steps.append((replica.label, in_flight, rc, began - t0, time.monotonic() - began,
+                                  await tool_runs() - tools_before))
             restart_s = time.monotonic() - t0
+            await sim.latency(ttft_ms=0, tokens_per_second=0)
             transcripts = await asyncio.wait_for(asyncio.gather(*turns), timeout=240)
         finally:
             for task in turns:
@@ -363,19 +391,13 @@ async def test_rolling_restart_of_every_service_under_50_writing_turns(healthy: 
                                          WHERE c.organization_id = $1 AND t.attempts > 1""", org)
     print(f"\nrolling restart {restart_s:.1f} s, all {ROLLING_TURNS} turns done after {finished_s:.1f} s; "
           f"{redelivered} turns redelivered; {sum(t.drops for t in transcripts)} client reconnects")
-    for label, in_flight, rc, took in steps:
-        print(f"  {label:<14} exit {rc!s:>4}  restarted in {took:4.1f} s  with {in_flight:2d} turns running")
+    for label, in_flight, rc, at, took, tools in steps:
+        print(f"  {label:<14} SIGTERM at {at:5.1f} s with {in_flight:2d} turns running; exit {rc!s:>4}; "
+              f"back in {took:4.1f} s; {tools:2d} workouts created meanwhile")
 
-    # The restart happened under load: every replica was stopped while turns were running, and the
-    # orchestrators' stops landed inside turns (their commands came back to the other replica).
-    assert [label for label, in_flight, _, _ in steps if in_flight == 0] == []
-    assert redelivered >= 1
-    # Every replica stopped on its SIGTERM (no SIGKILL after the grace period).
-    assert [(label, rc) for label, _, rc, _ in steps if rc != 0] == []
-
-    # None lost: every client got its whole turn once, through `done`.
+    # None lost: every client got its whole turn once, through `done`, ids contiguous.
     for n, t in enumerate(transcripts):
-        assert_whole(t, texts[n][0] + texts[n][1])
+        assert_whole(t, scripts[n][1])
     cids = [uuid.UUID(t.conversation_id) for t in transcripts]
     done = await pool.fetch("""SELECT conversation_id, count(*) AS n FROM ai_conversation_events
                                WHERE conversation_id = ANY($1) AND type = 'done' GROUP BY conversation_id""", cids)
@@ -386,16 +408,17 @@ async def test_rolling_restart_of_every_service_under_50_writing_turns(healthy: 
     finals = await pool.fetch("""SELECT DISTINCT ON (conversation_id) conversation_id, content FROM ai_messages
                                  WHERE conversation_id = ANY($1) AND role = 'assistant' ORDER BY conversation_id, position DESC""", cids)
     final_text = {r["conversation_id"]: "".join(b.get("text", "") for b in _json(r["content"]) if b.get("type") == "text") for r in finals}
-    assert final_text == {cids[n]: texts[n][1] for n in range(ROLLING_TURNS)}
+    assert final_text == {cids[n]: scripts[n][0][-1]["text"] for n in range(ROLLING_TURNS)}
 
-    # No tool ran twice: one execution per tool_use the model sent, one workout and one audit row each.
+    # No tool ran twice: one execution per tool_use the model sent (the write and the reads), one
+    # workout and one audit row per conversation.
     uses = await pool.fetch("""SELECT conversation_id, content FROM ai_messages
                                WHERE conversation_id = ANY($1) AND role = 'assistant'""", cids)
     asked = sorted((r["conversation_id"], b["id"]) for r in uses for b in _json(r["content"]) if b.get("type") == "tool_use")
     executions = await pool.fetch("""SELECT conversation_id, tool_use_id, status::text AS status FROM ai_tool_executions
                                      WHERE conversation_id = ANY($1)""", cids)
     assert sorted((r["conversation_id"], r["tool_use_id"]) for r in executions) == asked
-    assert len(asked) == ROLLING_TURNS and {r["status"] for r in executions} == {"succeeded"}
+    assert len(asked) == ROLLING_TURNS * (1 + ROLLING_READS) and {r["status"] for r in executions} == {"succeeded"}
     workouts = await pool.fetch("SELECT title, count(*) AS n FROM workouts WHERE organization_id = $1 GROUP BY title", org)
     assert {r["title"]: r["n"] for r in workouts} == {f"rr-{run}-{n:03d}": 1 for n in range(ROLLING_TURNS)}
     audits = await pool.fetch("""SELECT metadata->>'conversationId' AS cid, count(*) AS n FROM audit_logs
@@ -405,6 +428,15 @@ async def test_rolling_restart_of_every_service_under_50_writing_turns(healthy: 
     ran = await wait_for_events(cluster.of("tool-runner"), "agent.tool.executed", ROLLING_TURNS, orgId=studio.org.id,
                                 router="workouts", action="create", replayed=False)
     assert sum(len(v) for v in ran.values()) == ROLLING_TURNS, {k: len(v) for k, v in ran.items()}
+
+    # It was a rolling restart under load: every replica was stopped while turns were running, the
+    # orchestrators' stops landed inside turns (their commands came back to the other replica), and
+    # each replica exited on its SIGTERM (a gateway's uvicorn re-raises it: -15), none needed SIGKILL.
+    assert [label for label, in_flight, *_ in steps if in_flight == 0] == []
+    assert redelivered >= 1
+    # ... and workouts were created while a tool-runner was stopping, down or starting.
+    assert sum(tools for label, *_, tools in steps if label.startswith("tool-runner")) > 0, steps
+    assert [(label, rc) for label, _, rc, *_ in steps if rc not in (0, -signal.SIGTERM)] == []
 
 
 def _json(value: Any) -> Any:

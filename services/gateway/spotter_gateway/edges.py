@@ -62,9 +62,15 @@ async def ask(requester: bus.Requester[P, R], payload: P, *, trace_id: str, time
         raise SpotterError(ErrorCode.INTERNAL, UNREACHABLE, status=503) from exc
 
 
-# No queue group: every replica hears every conversation and hands each event to the streams it
-# serves. Events are ~40 ms batches, and the log in Postgres fills any gap, so a lost one is harmless.
-@bus.subscriber(router, CONVERSATION_EVENTS)
+# Declared for the AsyncAPI document only: at run time a conversation's live events arrive through
+# LiveEvents.subscribe, a bare NATS subscription (no queue group: every replica hears every
+# conversation) that does nothing at all for a conversation no stream here follows, and for one that
+# is followed no more than parse the JSON. Events are ~40 ms batches, and the log in Postgres fills
+# any gap, so a lost or unreadable one is harmless.
+documented = NatsRouter()
+
+
+@bus.subscriber(documented, CONVERSATION_EVENTS)
 async def on_conversation_event(event: ConversationEvent, live: Annotated[LiveEvents, FromContext(LIVE)]) -> None:
     live.deliver(event)
 
@@ -75,5 +81,10 @@ async def on_session_event(event: SessionEventOut, live: Annotated[LiveEvents, F
 
 
 def create_broker(settings: CommonSettings) -> NatsBroker:
-    """The gateway's broker; the AsyncAPI document is generated from it too."""
+    """The gateway's broker, as it runs."""
     return service_broker("gateway", settings, router)
+
+
+def documented_broker(settings: CommonSettings) -> NatsBroker:
+    """The broker as the AsyncAPI document shows it: with the live events' subscription."""
+    return service_broker("gateway", settings, router, documented)

@@ -31,6 +31,7 @@ def create_app(settings: GatewaySettings) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         broker.context.set_global(edges.LIVE, live := LiveEvents())
         async with infra("gateway", settings, broker, start_broker=True) as opened:
+            await live.subscribe(broker.connection)
             app.state.settings, app.state.broker, app.state.pool, app.state.live = settings, broker, opened.pool, live
             app.state.redis, app.state.turn_lock = opened.redis, TurnLock(opened.redis, settings.spotter_turn_lock_ttl_s)
             app.state.verifier = TokenVerifier(settings)

@@ -16,9 +16,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import asyncpg
+from nats.aio.client import Client as NatsClient
+from nats.aio.msg import Msg
 
 from spotter_shared.contracts.coach import SessionEventOut
-from spotter_shared.contracts.events import ConversationEvent
+from spotter_shared.contracts.events import CONVERSATION_EVENTS, ConversationEvent
 from spotter_shared.db import decoded
 
 log = logging.getLogger(__name__)
@@ -57,6 +59,23 @@ class LiveEvents:
             feeds.discard(feed)
             if not feeds:
                 del self._feeds[feed.conversation_id]
+
+    async def subscribe(self, nc: NatsClient) -> None:
+        """Every conversation's live events, straight off the connection (see edges.py)."""
+        await nc.subscribe(CONVERSATION_EVENTS.subject, cb=self._on_message)
+
+    async def _on_message(self, msg: Msg) -> None:
+        conversation_id = msg.subject.rpartition(".")[2]
+        if conversation_id not in self._feeds:
+            return
+        try:
+            envelope = json.loads(msg.data)
+            data = envelope["event"]
+            event = LoggedEvent(seq=int(envelope["seq"]), turn_id=str(envelope["turnId"]), type=str(data["type"]), data=data)
+        except (ValueError, KeyError, TypeError) as exc:
+            log.warning("unreadable live event on %s (the log has it): %r", msg.subject, exc)
+            return
+        self._offer(conversation_id, event)
 
     def deliver(self, envelope: ConversationEvent) -> None:
         """Same dump as the orchestrator stored, so live and replayed bytes are identical."""

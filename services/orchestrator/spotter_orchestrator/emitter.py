@@ -7,12 +7,13 @@ coalesced (PITFALLS: one message per token saturates the bus) into ~40 ms batche
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections.abc import Awaitable, Callable
 
 from spotter_shared import bus
-from spotter_shared.contracts.events import ConversationEvent, SseEvent, TextDelta, conversation_subject
+from spotter_shared.contracts.events import SseEvent, TextDelta, conversation_subject
 
 from .store import Store
 
@@ -22,7 +23,7 @@ DELTA_FLUSH_S = 0.04
 
 
 class Emitter:
-    def __init__(self, store: Store, events: bus.Publisher, conversation_id: str, turn_id: str) -> None:
+    def __init__(self, store: Store, events: bus.LivePublisher, conversation_id: str, turn_id: str) -> None:
         self._store = store
         self._events = events
         self.conversation_id = conversation_id
@@ -81,9 +82,10 @@ class Emitter:
         seq = await self._store.append_event(self.conversation_id, self.turn_id, event.type, data, finish=finish)
         if before_publish is not None:
             await before_publish()
-        envelope = ConversationEvent(conversation_id=self.conversation_id, seq=seq, turn_id=self.turn_id, event=event)
+        # A ConversationEvent whose event is the very dict stored: live and replayed bytes are the same.
+        envelope = {"conversationId": self.conversation_id, "seq": seq, "turnId": self.turn_id, "event": data}
         try:
-            await bus.publish(self._events, envelope, subject=conversation_subject(self.conversation_id))
+            await self._events.publish(conversation_subject(self.conversation_id), json.dumps(envelope, ensure_ascii=False).encode())
         except Exception:  # noqa: BLE001 — listeners catch up from the log
             log.warning("live publish failed for %s seq %s", self.conversation_id, seq, exc_info=True)
         return seq

@@ -6,7 +6,7 @@ from datetime import timedelta
 
 from faststream import FastStream
 
-from spotter_shared.bus import consumer_lag, prune_consumers
+from spotter_shared.bus import LivePublisher, consumer_lag, prune_consumers
 from spotter_shared.contracts.commands import COMMANDS_STREAM
 from spotter_shared.service import Infra, run_app, service_app, service_broker
 from spotter_shared.turnlock import TurnLock
@@ -42,7 +42,7 @@ def create_app(settings: OrchestratorSettings) -> FastStream:
                           every_s=settings.spotter_human_session_sweep_s)
         sweep.start()
         sweeps.append(sweep)
-        return TurnRunner(settings, Store(infra.pool), peers, model, lock, events=edges.conversation_events, cancels=edges.cancel_broadcast)
+        return TurnRunner(settings, Store(infra.pool), peers, model, lock, events=LivePublisher(broker, edges.conversation_events), cancels=edges.cancel_broadcast)
 
     async def stop() -> None:
         for sweep in sweeps:

@@ -91,7 +91,7 @@ Body = Callable[[Emitter, TurnRecord], Awaitable[Outcome]]
 
 class TurnRunner:
     def __init__(self, settings: OrchestratorSettings, store: Store, peers: Peers, model: ModelClient, lock: TurnLock,
-                 *, events: bus.Publisher, cancels: bus.Publisher) -> None:
+                 *, events: bus.LivePublisher, cancels: bus.Publisher) -> None:
         self._settings = settings
         self._store = store
         self._peers = peers
