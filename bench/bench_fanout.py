@@ -62,6 +62,7 @@ from spotter_shared.turnlock import TurnLock  # noqa: E402
 
 from bench_stats import _proc_table, percentile  # noqa: E402
 from bench_substack import CpuWatch, SubStack, new_name, raise_nofile, say  # noqa: E402
+from spotter_cli.supervisor import wait_http_ok  # noqa: E402
 from sse_load import ClientPool, Totals, open_streams  # noqa: E402
 
 MODEL = "claude-sonnet-5-5"
@@ -169,16 +170,18 @@ class Fixture:
 
 
 def envelope(c: Conv, seq: int, delta: str) -> bytes:
-    """ConversationEvent(...).to_bytes() for a text_delta, without building the models per event
-    (the publisher must not be what limits the run); checked against the contract in Publisher.check()."""
-    return (f'{{"conversationId":"{c.id}","seq":{seq},"turnId":"{c.turn_id}",'
-            f'"event":{{"type":"text_delta","delta":{json.dumps(delta)}}}}}').encode()
+    """A text_delta's ConversationEvent as the orchestrator publishes it (emitter.Emitter._write: the
+    stored event's dict in the envelope, json.dumps, on the bare NATS connection); checked against
+    the contract in Publisher.check()."""
+    return json.dumps({"conversationId": c.id, "seq": seq, "turnId": c.turn_id,
+                       "event": {"type": "text_delta", "delta": delta}}, ensure_ascii=False).encode()
 
 
 @dataclass
 class PhaseResult:
     tag: str
     events: int = 0
+    warm_events: int = 0
     tokens: int = 0
     wall_s: float = 0.0
     behind_max_ms: float = 0.0  # how far the publisher fell behind its schedule at worst
@@ -207,9 +210,9 @@ class Publisher:
     @staticmethod
     def check(c: Conv) -> None:
         delta = "~A123~2~ tok tok"
-        want = ConversationEvent(conversation_id=c.id, seq=7, turn_id=c.turn_id, event=TextDelta(delta=delta)).to_bytes()
-        if envelope(c, 7, delta) != want:
-            raise AssertionError(f"envelope differs from the contract's bytes:\n{envelope(c, 7, delta)!r}\n{want!r}")
+        want = ConversationEvent(conversation_id=c.id, seq=7, turn_id=c.turn_id, event=TextDelta(delta=delta))
+        if ConversationEvent.model_validate_json(envelope(c, 7, delta)) != want:
+            raise AssertionError(f"envelope is not the contract's ConversationEvent: {envelope(c, 7, delta)!r}")
 
     async def run(self, convs: list[Conv], *, rate: float, seconds: float, tokens: int, tag: str,
                   warm_s: float = 0.0, warm_tag: str = "") -> PhaseResult:
@@ -248,6 +251,8 @@ class Publisher:
                     if ph == tag:
                         res.events += 1
                         res.tokens += tokens
+                    else:
+                        res.warm_events += 1
                 j = due
             await asyncio.sleep(0.002)
         await self.nc.flush()
@@ -279,6 +284,19 @@ def tree_rss_kb(pid: Optional[int]) -> Optional[int]:
             pass
         stack.extend(children.get(p, ()))
     return total
+
+
+async def drain(pool: ClientPool, tags: set[str], published: int, limit_s: float) -> Optional[float]:
+    """Seconds after the last publish until the clients hold every event of the phase (None: not
+    within `limit_s`; what was still queued then counts as missing)."""
+    t0 = time.perf_counter()
+    while True:
+        counts = await pool.counts()
+        if sum(counts.get(t, 0) for t in tags) >= published:
+            return round(time.perf_counter() - t0, 1)
+        if time.perf_counter() - t0 > limit_s:
+            return None
+        await asyncio.sleep(0.5)
 
 
 def _lag_summary(phase: Optional[dict[str, Any]]) -> dict[str, Any]:
@@ -315,6 +333,7 @@ async def measure_fanout(
     client_procs: int = 2,
     warm_s: float = 3.0,
     idle_s: float = 5.0,
+    drain_s: float = 30.0,
 ) -> dict[str, Any]:
     """`target`: anything with `env` (NATS_URL, DATABASE_URL, REDIS_URL), `gateway_url` and `pids()`
     (bench_platform.Platform, bench_substack.SubStack)."""
@@ -350,7 +369,7 @@ async def measure_fanout(
 
         pool = ClientPool(host, port, [fx.path(c) for c in fx.convs], fx.token, procs=client_procs, parallel=100)
         pool.start()
-        watch = CpuWatch({**target.pids(), **{f"client-{i + 1}": p for i, p in enumerate(pool.pids)}})
+        watch = CpuWatch({**target.pids(), **{f"client-{i + 1}": p for i, p in enumerate(pool.pids)}}, self_name="publisher (bench)")
         c0 = watch.snapshot()
         t0 = time.perf_counter()
         conn = await pool.connected()
@@ -374,8 +393,8 @@ async def measure_fanout(
         # Phase A: one event per second per stream.
         c0 = watch.snapshot()
         a = await pub.run(fx.convs, rate=1.0, seconds=seconds + warm_s, tokens=1, tag="A", warm_s=warm_s, warm_tag="W")
-        out["fanout_cores"] = watch.since(c0)
-        await asyncio.sleep(2.0)  # let the last events arrive
+        drain_a = await drain(pool, {"A", "W"}, a.events + a.warm_events, drain_s)
+        out["fanout_cores"] = watch.since(c0)  # publishing and draining
         rss2 = tree_rss_kb(gw_pid)
         say(f"fan-out: phase A published {a.events} events in {a.wall_s:.1f}s (publisher behind by ≤ {a.behind_max_ms:.0f} ms)")
 
@@ -385,8 +404,8 @@ async def measure_fanout(
         c0 = watch.snapshot()
         b = await pub.run(fx.convs[:m], rate=1.0 / DELTA_FLUSH_S, seconds=token_seconds + 2.0, tokens=per_event, tag="B",
                           warm_s=2.0, warm_tag="V")
+        drain_b = await drain(pool, {"B", "V"}, b.events + b.warm_events, drain_s)
         out["tokens_cores"] = watch.since(c0)
-        await asyncio.sleep(2.0)
         say(f"fan-out: phase B published {b.events} deltas ({b.tokens} tokens) in {b.wall_s:.1f}s")
 
         stats = await pool.stop()
@@ -403,7 +422,8 @@ async def measure_fanout(
         out["fanout"] = {
             "published": a.events, "publish_wall_s": round(a.wall_s - warm_s, 1),
             "events_per_s": round(a.events / max(1e-9, a.wall_s - warm_s), 1),
-            "publisher_behind_max_ms": round(a.behind_max_ms, 1),
+            "publisher_behind_max_ms": round(a.behind_max_ms, 1), "drain_s": drain_a,
+            "phase_events": a.events + a.warm_events, "phase_wall_s": round(a.wall_s + (drain_a or drain_s), 2),
             "store_p50_ms": _r(percentile(a.store_ms, 50), 2), "store_p99_ms": _r(percentile(a.store_ms, 99), 2),
             **la, "missing": a.events - la["received"],
         }
@@ -411,10 +431,11 @@ async def measure_fanout(
         out["tokens"] = {
             "streams": m, "deltas_per_s_per_stream": round(1.0 / DELTA_FLUSH_S, 1), "tokens_per_delta": per_event,
             "published_deltas": b.events, "published_tokens": b.tokens,
-            "offered_tokens_per_s": round(b.tokens / max(1e-9, b.wall_s - 2.0), 0),
+            "offered_tokens_per_s": round(b.tokens / max(1e-9, b.wall_s - 2.0), 0), "token_wall_s": round(b.wall_s, 2),
             "delivered_tokens_per_s": round(lb["tokens"] / window, 0) if window else None,
             "delivered_deltas_per_s": round(lb["received"] / window, 0) if window else None,
-            "publisher_behind_max_ms": round(b.behind_max_ms, 1),
+            "publisher_behind_max_ms": round(b.behind_max_ms, 1), "drain_s": drain_b,
+            "phase_events": b.events + b.warm_events, "phase_wall_s": round(b.wall_s + (drain_b or drain_s), 2),
             **lb, "missing": b.events - lb["received"],
         }
         out["errors"] = {
@@ -439,6 +460,14 @@ def _ms(x: Optional[float]) -> str:
     return "n/a" if x is None else f"{x:.1f} ms"
 
 
+def _us(x: Optional[float]) -> str:
+    return "n/a" if x is None or x < 0 else f"{x:.0f} µs"
+
+
+def _drained(s: Optional[float]) -> str:
+    return "not within the 30 s wait" if s is None else f"{s:.1f} s"
+
+
 def _yes(ok: Optional[bool]) -> str:
     return "n/a" if ok is None else ("**yes**" if ok else "**no**")
 
@@ -449,6 +478,11 @@ def markdown(r: dict[str, Any]) -> str:
     kb_open = mem["kb_per_stream_open"]
     full = c["open"] >= TARGET_STREAMS
     tok = "n/a" if t["delivered_tokens_per_s"] is None else f"{t['delivered_tokens_per_s']:,.0f}"
+    gw_idle = r["idle"]["cores"].get("gateway", 0.0)
+    per_idle = gw_idle / c["open"] * 1e6 if c["open"] else None
+    # All of the gateway's CPU in the phase (holding the streams included) ÷ the events it delivered.
+    per_a = r["fanout_cores"].get("gateway", 0.0) * f["phase_wall_s"] / f["phase_events"] * 1e6 if f["phase_events"] else None
+    per_b = r["tokens_cores"].get("gateway", 0.0) * t["phase_wall_s"] / t["phase_events"] * 1e6 if t["phase_events"] else None
     kb_s = "n/a" if kb is None else f"{kb:.1f} KB"
     kb_open_s = "n/a" if kb_open is None else f"{kb_open:.1f} KB"
     rows = [
@@ -468,6 +502,8 @@ def markdown(r: dict[str, Any]) -> str:
         f"| **{tok}/s** | ≥ 10,000/s "
         f"| {_yes(None if t['delivered_tokens_per_s'] is None else t['delivered_tokens_per_s'] >= TARGET_TOKENS_PER_S)} |",
         f"| lag during the token phase, p50 / p99 | {_ms(t['p50_ms'])} / {_ms(t['p99_ms'])} | | |",
+        f"| gateway CPU: holding a stream idle / all its CPU ÷ events delivered at 1 event/s / ÷ deltas in the token phase "
+        f"| {_us(per_idle)} per stream-second / {_us(per_a)} / {_us(per_b)} | | |",
         f"| deltas delivered / published (token phase) | {t['received']} / {t['published_deltas']} | all | {_yes(t['missing'] == 0)} |",
         f"| streams lost, SSE id gaps / repeats | {e['lost_streams']}, {e['sse_id_gaps']} / {e['sse_id_repeats']} | 0 | "
         f"{_yes(e['lost_streams'] == 0 and e['sse_id_gaps'] == 0 and e['sse_id_repeats'] == 0)} |",
@@ -490,6 +526,7 @@ def markdown(r: dict[str, Any]) -> str:
         f"{mem['rss_after_events_kb'] / 1024:.1f} MB after the events, {mem['rss_after_close_kb'] / 1024:.1f} MB once closed. "
         f"Events stored before publishing: {stored}. "
         f"Publisher behind schedule at worst: {f['publisher_behind_max_ms']:.0f} ms (phase A), {t['publisher_behind_max_ms']:.0f} ms (token phase). "
+        f"Backlog cleared {_drained(f['drain_s'])} after the last publish of phase A, {_drained(t['drain_s'])} after the token phase's. "
         f"Client processes: {r['client_procs']} (CPU {r['client_cpu_s']} s). Lag p90 / p99.9: {_ms(f.get('p90_ms'))} / {_ms(f.get('p999_ms'))}. "
         f"Load average (1 min) before / after: {r['loadavg_before']:.2f} / {r['loadavg_after']:.2f} on {os.cpu_count()} CPUs."
     )
@@ -505,6 +542,11 @@ def main(argv: Optional[list[str]] = None) -> int:
     ap.add_argument("--token-seconds", type=float, default=15.0, help="measured seconds of the token phase (default 15)")
     ap.add_argument("--no-store", action="store_true", help="publish events without storing them first")
     ap.add_argument("--client-procs", type=int, default=2, help="client processes (default 2)")
+    ap.add_argument("--what-if", action="store_true",
+                    help="run the gateway through bench/gateway_whatif.py (EventFeed without the per-event re-read; "
+                         "not a service change)")
+    ap.add_argument("--poll-s", type=float, default=1.0, help="with --what-if: the feed's poll interval (default 1.0, as shipped)")
+    ap.add_argument("--gc-stats", action="store_true", help="log the gateway's garbage-collection time (via gateway_whatif.py)")
     ap.add_argument("--json", type=Path, default=None, help="also write the raw figures here")
     args = ap.parse_args(argv)
 
@@ -513,10 +555,17 @@ def main(argv: Optional[list[str]] = None) -> int:
 
     signal.signal(signal.SIGTERM, on_term)
     started = time.perf_counter()
-    stack = SubStack({"spotter-gateway": 1}, log_dir=BENCH_DIR / "results" / "logs-fanout",
-                     extra_env={"SPOTTER_LOG_LEVEL": "WARNING"})
+    stack = SubStack({}, log_dir=BENCH_DIR / "results" / "logs" / "fanout", extra_env={"SPOTTER_LOG_LEVEL": "WARNING"})
     try:
         stack.start()
+        if args.what_if or args.gc_stats:
+            env = {"BENCH_GATEWAY_FEED": "1" if args.what_if else "0", "BENCH_GATEWAY_POLL_S": str(args.poll_s),
+                   "BENCH_GATEWAY_GC_STATS": "1" if args.gc_stats else "0"}
+            stack.add("spotter-gateway", argv=[sys.executable, str(BENCH_DIR / "gateway_whatif.py")], env=env)
+            say(f"gateway what-if: {env}")
+        else:
+            stack.add("spotter-gateway")
+        wait_http_ok(f"{stack.gateway_url}/readyz", timeout=90, watch=stack.procs.values())
         say(f"gateway up at {stack.gateway_url} (pid {stack.pids().get('gateway')})")
         result = asyncio.run(measure_fanout(
             stack, streams=args.streams, seconds=args.seconds, token_streams=args.token_streams,
@@ -534,7 +583,8 @@ def main(argv: Optional[list[str]] = None) -> int:
         stack.close()
     result["runtime_s"] = round(time.perf_counter() - started, 1)
     print()
-    print(f"### SSE fan-out: {args.streams} streams on one gateway")
+    what = (f" — what-if gateway (bench/gateway_whatif.py, poll {args.poll_s:g} s)" if args.what_if else "")
+    print(f"### SSE fan-out: {args.streams} streams on one gateway{what}")
     print()
     print(markdown(result))
     print(f"\nWhole run (stack start included): {result['runtime_s']} s.")

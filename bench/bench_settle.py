@@ -397,20 +397,29 @@ def _ms(x: Optional[float]) -> str:
     return "n/a" if x is None else f"{x:.1f} ms"
 
 
+def _cpu_per(step: dict[str, Any]) -> Optional[float]:
+    """Billing's CPU (all replicas) per settlement (its reserve included), ms: what a settlement costs
+    whatever else the machine runs."""
+    cores = sum(v for k, v in step["cores"].items() if k == "billing" or k.startswith("billing-"))
+    return cores * 1000.0 / step["settlements_per_s"] if step["settlements_per_s"] else None
+
+
 def _label(r: dict[str, Any]) -> str:
     return r.get("what_if") or "as shipped"
 
 
 def markdown(results: list[dict[str, Any]]) -> str:
     rows = [
-        "| billing | replicas | users | concurrency | settlements/s | settle p50 | settle p99 | reserve p50 / p99 | timeouts / failed | spend exact |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+        "| billing | replicas | users | concurrency | settlements/s | settle p50 | settle p99 | reserve p50 / p99 | timeouts / failed "
+        "| billing CPU per settlement | other load | spend exact |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
     for r in results:
         m = r["main"]
         rows.append(
             f"| {_label(r)} | {r['replicas']} | {r['users']} | {m['concurrency']} | **{m['settlements_per_s']:.0f}** | {_ms(m['settle_p50_ms'])} "
             f"| **{_ms(m['settle_p99_ms'])}** | {_ms(m['reserve_p50_ms'])} / {_ms(m['reserve_p99_ms'])} | {m['timeouts']} / {m['failed']} "
+            f"| {_ms(_cpu_per(m))} | {m['cores'].get('other processes on the machine', 0.0):.2f} cores "
             f"| {'**yes**' if r['spend']['exact'] else '**NO**'} |")
     sweep = ["", "Sweep (each step a few seconds; the best concurrency is then run at full length):", "",
              "| billing | replicas | users | concurrency | settlements/s | settle p50 | settle p99 | timeouts / failed |",
@@ -460,7 +469,7 @@ def main(argv: Optional[list[str]] = None) -> int:
 
     signal.signal(signal.SIGTERM, on_term)
     started = time.perf_counter()
-    stack = SubStack({}, log_dir=BENCH_DIR / "results" / "logs-settle", extra_env={"SPOTTER_LOG_LEVEL": "WARNING"})
+    stack = SubStack({}, log_dir=BENCH_DIR / "results" / "logs" / "settle", extra_env={"SPOTTER_LOG_LEVEL": "WARNING"})
     results: list[dict[str, Any]] = []
     try:
         stack.start()

@@ -266,14 +266,17 @@ async def _worker(conn: Any, host: str, port: int, paths: list[str], token: str,
     conn.send(("connected", {"open": len(streams), "asked": len(paths), "setup_s": times,
                              "wall_s": time.perf_counter() - t0, "errors": totals.connect_errors[:20],
                              "error_count": len(totals.connect_errors)}))
-    got: asyncio.Future = loop.create_future()
+    stop: asyncio.Future = loop.create_future()
 
     def readable() -> None:
-        if not got.done():
-            got.set_result(conn.recv())
+        msg = conn.recv()
+        if msg[0] == "count":
+            conn.send(("counts", {tag: ph.events for tag, ph in totals.phases.items()}))
+        elif not stop.done():
+            stop.set_result(msg)
 
     loop.add_reader(conn.fileno(), readable)
-    await got
+    await stop
     loop.remove_reader(conn.fileno())
     open_at_stop = sum(1 for s in streams if not s.ended and s.transport is not None and not s.transport.is_closing())
     for s in streams:
@@ -339,6 +342,18 @@ class ClientPool:
             out["wall_s"] = max(out["wall_s"], r["wall_s"])
             out["errors"] += r["errors"]
             out["error_count"] += r["error_count"]
+        return out
+
+    async def counts(self, timeout: float = 30.0) -> dict[str, int]:
+        """Events received so far, by phase tag, over all workers."""
+        for _, conn in self.workers:
+            conn.send(("count",))
+        replies = await asyncio.gather(*(self._recv(conn, timeout) for _, conn in self.workers))
+        out: dict[str, int] = {}
+        for kind, r in replies:
+            assert kind == "counts", kind
+            for tag, n in r.items():
+                out[tag] = out.get(tag, 0) + n
         return out
 
     async def stop(self, timeout: float = 60.0) -> dict[str, Any]:

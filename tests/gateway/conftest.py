@@ -1,4 +1,4 @@
-"""Gateway fixtures: the gateway's own live-event subscriber (edges.py) on the session's real NATS,
+"""Gateway fixtures: the gateway's own live-event subscription (LiveEvents.subscribe) on the session's real NATS,
 and the whole gateway app (create_app) served over HTTP on a test module's private NATS."""
 
 from __future__ import annotations
@@ -10,7 +10,6 @@ import pytest
 from faststream.nats import NatsBroker
 
 from spotter_cli.devstack import StackUrls
-from spotter_gateway import edges
 from spotter_gateway.main import create_app
 from spotter_gateway.settings import GatewaySettings
 from spotter_gateway.streams import LiveEvents
@@ -20,13 +19,12 @@ from tests.servers import serve_in_thread
 
 @pytest.fixture
 async def live_broker(stack: StackUrls) -> AsyncIterator[tuple[NatsBroker, LiveEvents]]:
-    """A broker serving edges.router, whose subscriber hands each event to this test's LiveEvents.
+    """A broker whose connection carries this test's LiveEvents subscription, as the gateway's does.
     Publish through it: one connection, so its subscription is in place before any publish."""
     live = LiveEvents()
     broker = NatsBroker(stack.nats_url)
-    broker.include_router(edges.router)
-    broker.context.set_global(edges.LIVE, live)
     await broker.start()
+    await live.subscribe(broker.connection)
     yield broker, live
     await broker.stop()
 

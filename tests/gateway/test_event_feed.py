@@ -1,5 +1,5 @@
-"""EventFeed's gap logic: live events over real NATS through the gateway's own subscriber
-(edges.py → LiveEvents → EventFeed.offer), the log from a list.
+"""EventFeed's gap logic: live events over real NATS through the gateway's own subscription
+(LiveEvents.subscribe → EventFeed.offer), the log from a list.
 
 `ListFeed` overrides only `read_after` (no Postgres: it serves `Conversation.log` and counts its
 calls), so each test states exactly when the log is read. `Conversation.emit` stores then publishes,

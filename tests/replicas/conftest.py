@@ -22,7 +22,6 @@ import os
 import re
 import signal
 import time
-import urllib.error
 import urllib.request
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field

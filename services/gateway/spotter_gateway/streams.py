@@ -70,6 +70,8 @@ class LiveEvents:
             return
         try:
             envelope = json.loads(msg.data)
+            if envelope["conversationId"] != conversation_id:
+                raise ValueError("another conversation's event")
             data = envelope["event"]
             event = LoggedEvent(seq=int(envelope["seq"]), turn_id=str(envelope["turnId"]), type=str(data["type"]), data=data)
         except (ValueError, KeyError, TypeError) as exc:

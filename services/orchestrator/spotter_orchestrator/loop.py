@@ -315,5 +315,23 @@ class ModelLoop:
 
 
 def estimate_tokens(params: dict[str, Any]) -> int:
-    # Upper-ish bound for the reservation: ~3 characters per token over the whole request.
-    return len(json.dumps(params, ensure_ascii=False)) // 3 + 1
+    """Upper-ish bound for the reservation: ~3 characters per token over the whole request. The tools
+    and the system prompt are the same objects call after call of a turn, and their JSON is the
+    largest part: its length is measured once per object."""
+    chars = sum(_json_chars(value) if key in ("tools", "system") else len(json.dumps(value, ensure_ascii=False))
+                for key, value in params.items())
+    return (chars + 16 * len(params)) // 3 + 1
+
+
+_SIZES: dict[int, tuple[object, int]] = {}  # id → (the object, kept alive so its id stays its own; its length)
+
+
+def _json_chars(value: object) -> int:
+    known = _SIZES.get(id(value))
+    if known is not None and known[0] is value:
+        return known[1]
+    if len(_SIZES) >= 256:
+        _SIZES.clear()
+    chars = len(json.dumps(value, ensure_ascii=False))
+    _SIZES[id(value)] = (value, chars)
+    return chars
