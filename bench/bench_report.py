@@ -155,11 +155,24 @@ def markdown(cells: list[dict[str, Any]], meta: dict[str, Any], *, for_readme: b
             parts += ["", "#### Notes", ""] + [f"- {n}" for n in meta["notes"]]
     else:
         parts += ["", "Full figures (absolute latencies, CPU per service): `bench/results/latest.md`."]
+    if extra and extra.get("peer"):
+        parts += ["", *peer_section(cells, extra["peer"])]
     if tools is not None:
         parts += ["", *tools_section(tools, meta, handler=not for_readme)]
     if extra:
         parts += ["", *context_section(extra)]
     return "\n".join(parts) + "\n"
+
+
+def peer_section(cells: list[dict[str, Any]], peer: dict[str, Any]) -> list[str]:
+    """Issue 14: a peer agent server on the same simulator, workloads and turn counts, in the same run."""
+    from peers import langgraph_peer
+
+    versions = ", ".join(f"{k} {v}" for k, v in sorted(peer.get("versions", {}).items()) if k.startswith("langgraph"))
+    return ["### Against a peer: LangGraph's agent server (in-memory dev mode)", "",
+            langgraph_peer.comparison_table(cells, peer), "",
+            f"The peer's own figures, {versions}:", "", langgraph_peer.peer_table(peer), "",
+            langgraph_peer.QUEUE_NOTE, "", langgraph_peer.COMPARISON, ""]
 
 
 def context_section(extra: dict[str, Any]) -> list[str]:

@@ -51,6 +51,7 @@ from bench_stats import Samples, TurnResult, cpu_delta, cpu_snapshot, ratio  # n
 from bench_tools import measure_read_tools  # noqa: E402
 import prompt_cache  # noqa: E402
 import retrieval  # noqa: E402
+from peers import langgraph_peer  # noqa: E402
 
 PLAIN = Workload(
     key="plain", title="plain text turn", message="hello there, how are you today?", model_calls=1,
@@ -97,6 +98,7 @@ class Bench:
         self.sim_ctl = httpx.AsyncClient(base_url=p.sim_url, timeout=10.0)
         self.model = anthropic.AsyncAnthropic(base_url=p.sim_url, api_key="sk-ant-simulator", max_retries=0)
         self.plans: dict[str, DirectPlan] = {}
+        self.peer_answers: dict[str, Any] = {}  # the model turns Spotter got, replayed to the peer
         self.notes: list[str] = []
         self.tier = "pro"
         self.restore_tier: Optional[str] = None  # set when we switched the org to unmetered
@@ -135,6 +137,8 @@ class Bench:
         if bad:
             raise Failure(f"{w.key}: the simulator rejected the orchestrator's request: {bad}")
         self.plans[w.key] = DirectPlan(calls=[{k: v for k, v in b.items() if k != "stream"} for b in bodies])
+        self.peer_answers[w.key] = langgraph_peer.answers_from_requests(
+            [e for e in log if e.get("path") == "/v1/messages" and e.get("body")])
         # Sanity: the direct replay works and yields text.
         d = await self.direct(w)
         if not d.ok:
@@ -260,7 +264,7 @@ def _nproc() -> int:
 
 
 async def run_bench(
-    p: Platform, cells: list[Cell], quick: bool, tool_calls: int, *, context: bool = True,
+    p: Platform, cells: list[Cell], quick: bool, tool_calls: int, *, context: bool = True, peers: bool = True,
 ) -> tuple[list[dict[str, Any]], Bench, dict[str, Any], dict[str, Any]]:
     b = Bench(p, quick)
     extra: dict[str, Any] = {}
@@ -281,6 +285,15 @@ async def run_bench(
                                   sum(c.rounds * c.turns_per_round for c in cells))
             for cell in cells:
                 out.append(await b.measure(cell))
+            if peers:
+                # The peer on the same simulator, same workloads and turn counts, after Spotter's rounds
+                # (the simulator's scripts are global: nothing else may run meanwhile).
+                t = time.perf_counter()
+                extra["peer"] = await langgraph_peer.measure_cells(
+                    p.sim_url, cells, answers=b.peer_answers or None, log_dir=p.log_dir,
+                    extra_pids={"simulator": p.procs["spotter-sim"].pid})
+                b.all_errors += [tuple(e) for e in extra["peer"]["errors"]]
+                say(f"peer (LangGraph) in {time.perf_counter() - t:.1f}s")
         # After the platform runs, so these calls do not compete with them for the two cores.
         t = time.perf_counter()
         tools = await measure_read_tools(p.env["DATABASE_URL"], p.org_id, calls=tool_calls, warmups=1 if quick else 3)
@@ -314,6 +327,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     ap.add_argument("--ttft-ms", type=int, default=200, help="simulator time to first token (default 200)")
     ap.add_argument("--tokens-per-second", type=float, default=200.0, help="simulator output pace (default 200)")
     ap.add_argument("--no-readme", action="store_true", help="do not touch README.md")
+    ap.add_argument("--no-peers", action="store_true", help="skip the peer agent server (LangGraph) comparison")
     ap.add_argument("--results-dir", default=str(BENCH_DIR / "results"))
     ap.add_argument("--tools-only", action="store_true",
                     help="only the read tools over the demo year: printed, nothing written")
@@ -342,7 +356,8 @@ def main(argv: Optional[list[str]] = None) -> int:
             return 2
         try:
             cells, b, tools, extra = asyncio.run(run_bench(p, cells_plan, args.quick, tool_calls,
-                                                           context=not args.tools_only))
+                                                           context=not args.tools_only,
+                                                           peers=not (args.tools_only or args.no_peers)))
         except Failure as exc:
             say(f"FAILED: {exc}")
             _dump_logs(p)

@@ -23,6 +23,8 @@ class CommonSettings(BaseSettings):
     # How often the gauges of shared state (consumer lag, budget holds) are sampled while served.
     spotter_metrics_sample_s: float = 15.0
     spotter_db_pool_max: int = 10
+    # Redis connections per process; a request for one waits (5 s) while all are in use.
+    spotter_redis_max_connections: int = 200
     # JetStream stream replicas: 1 on a single server, 3 on a production cluster (survives a node).
     spotter_jetstream_replicas: int = 1
 

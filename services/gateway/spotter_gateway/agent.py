@@ -13,6 +13,7 @@ from fastapi import APIRouter, Header, Path, Query, Request
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 from nats.errors import NoRespondersError
+from redis.exceptions import RedisError
 from sse_starlette import EventSourceResponse
 
 from spotter_shared import bus
@@ -193,8 +194,11 @@ async def replay_events(
     cid = str(conversation["id"])
 
     async def running() -> bool:
-        if await lock.holder(cid):
-            return True
+        try:
+            if await lock.holder(cid):
+                return True
+        except RedisError as exc:  # Redis busy or away for a moment: the log and the turn row decide
+            log.warning("could not read the lease of %s: %r", cid, exc)
         return bool(await db.fetchval(
             "SELECT 1 FROM ai_turns WHERE conversation_id = $1 AND status = 'running' LIMIT 1", conversation["id"]))
 
