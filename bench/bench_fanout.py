@@ -423,7 +423,7 @@ async def measure_fanout(
             "published": a.events, "publish_wall_s": round(a.wall_s - warm_s, 1),
             "events_per_s": round(a.events / max(1e-9, a.wall_s - warm_s), 1),
             "publisher_behind_max_ms": round(a.behind_max_ms, 1), "drain_s": drain_a,
-            "phase_events": a.events + a.warm_events, "phase_wall_s": round(a.wall_s + (drain_a or drain_s), 2),
+            "phase_events": a.events + a.warm_events, "phase_wall_s": round(a.wall_s + (drain_a if drain_a is not None else drain_s), 2),
             "store_p50_ms": _r(percentile(a.store_ms, 50), 2), "store_p99_ms": _r(percentile(a.store_ms, 99), 2),
             **la, "missing": a.events - la["received"],
         }
@@ -435,7 +435,7 @@ async def measure_fanout(
             "delivered_tokens_per_s": round(lb["tokens"] / window, 0) if window else None,
             "delivered_deltas_per_s": round(lb["received"] / window, 0) if window else None,
             "publisher_behind_max_ms": round(b.behind_max_ms, 1), "drain_s": drain_b,
-            "phase_events": b.events + b.warm_events, "phase_wall_s": round(b.wall_s + (drain_b or drain_s), 2),
+            "phase_events": b.events + b.warm_events, "phase_wall_s": round(b.wall_s + (drain_b if drain_b is not None else drain_s), 2),
             **lb, "missing": b.events - lb["received"],
         }
         out["errors"] = {
@@ -547,6 +547,7 @@ def main(argv: Optional[list[str]] = None) -> int:
                          "not a service change)")
     ap.add_argument("--poll-s", type=float, default=1.0, help="with --what-if: the feed's poll interval (default 1.0, as shipped)")
     ap.add_argument("--gc-stats", action="store_true", help="log the gateway's garbage-collection time (via gateway_whatif.py)")
+    ap.add_argument("--gc-threshold", default="", help="what-if: the gateway's gc thresholds, e.g. 50000,50,100 (via gateway_whatif.py)")
     ap.add_argument("--json", type=Path, default=None, help="also write the raw figures here")
     args = ap.parse_args(argv)
 
@@ -558,9 +559,9 @@ def main(argv: Optional[list[str]] = None) -> int:
     stack = SubStack({}, log_dir=BENCH_DIR / "results" / "logs" / "fanout", extra_env={"SPOTTER_LOG_LEVEL": "WARNING"})
     try:
         stack.start()
-        if args.what_if or args.gc_stats:
+        if args.what_if or args.gc_stats or args.gc_threshold:
             env = {"BENCH_GATEWAY_FEED": "1" if args.what_if else "0", "BENCH_GATEWAY_POLL_S": str(args.poll_s),
-                   "BENCH_GATEWAY_GC_STATS": "1" if args.gc_stats else "0"}
+                   "BENCH_GATEWAY_GC_STATS": "1" if args.gc_stats else "0", "BENCH_GATEWAY_GC": args.gc_threshold}
             stack.add("spotter-gateway", argv=[sys.executable, str(BENCH_DIR / "gateway_whatif.py")], env=env)
             say(f"gateway what-if: {env}")
         else:
@@ -583,7 +584,9 @@ def main(argv: Optional[list[str]] = None) -> int:
         stack.close()
     result["runtime_s"] = round(time.perf_counter() - started, 1)
     print()
-    what = (f" — what-if gateway (bench/gateway_whatif.py, poll {args.poll_s:g} s)" if args.what_if else "")
+    parts = ([f"EventFeed without the per-event re-read, poll {args.poll_s:g} s"] if args.what_if else []) + (
+        [f"gc thresholds {args.gc_threshold} + gc.freeze()"] if args.gc_threshold else [])
+    what = f" — what-if gateway (bench/gateway_whatif.py: {'; '.join(parts)})" if parts else ""
     print(f"### SSE fan-out: {args.streams} streams on one gateway{what}")
     print()
     print(markdown(result))

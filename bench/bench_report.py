@@ -155,13 +155,79 @@ def markdown(cells: list[dict[str, Any]], meta: dict[str, Any], *, for_readme: b
             parts += ["", "#### Notes", ""] + [f"- {n}" for n in meta["notes"]]
     else:
         parts += ["", "Full figures (absolute latencies, CPU per service): `bench/results/latest.md`."]
+    if extra:
+        parts += ["", *targets_section(cells, extra)]
     if extra and extra.get("peer"):
         parts += ["", *peer_section(cells, extra["peer"])]
+    if extra and extra.get("fanout"):
+        import bench_fanout
+
+        parts += ["", "### One gateway, many SSE streams (`bench/bench_fanout.py`)", "",
+                  bench_fanout.markdown(extra["fanout"]), ""]
+    if extra and extra.get("settle"):
+        import bench_settle
+
+        parts += ["", "### Budget settlements on one hot organization (`bench/bench_settle.py`)", "",
+                  bench_settle.markdown(extra["settle"]), ""]
     if tools is not None:
         parts += ["", *tools_section(tools, meta, handler=not for_readme)]
     if extra:
         parts += ["", *context_section(extra)]
     return "\n".join(parts) + "\n"
+
+
+PLATFORM = ("gateway", "orchestrator", "tool-runner", "billing", "rag", "nats", "postgres", "redis")
+
+
+def platform_cpu(cell: dict[str, Any]) -> float:
+    """CPU per turn of every Spotter process and its servers (not the simulator, not the bench's client)."""
+    return sum(v for k, v in cell["cpu_ms_per_turn"]["gateway"].items() if k in PLATFORM)
+
+
+def targets_section(cells: list[dict[str, Any]], extra: dict[str, Any]) -> list[str]:
+    """Issue 14's targets beside what this run measured."""
+    by = {(c["workload"], c["concurrency"]): c for c in cells}
+    rows = ["### Performance and scale: the targets and this run", "",
+            "| Figure | Target | Measured | Met |", "|---|---|---:|---|"]
+
+    def row(name: str, target: str, value: Optional[float], fmt: str, ok: Optional[bool]) -> None:
+        shown = "n/a" if value is None else fmt.format(value)
+        rows.append(f"| {name} | {target} | {shown} | {'n/a' if ok is None else ('yes' if ok else '**no**')} |")
+
+    one = by.get(("plain", 1))
+    if one:
+        added = one["gateway"]["ttft_p50_ms"] - one["direct"]["ttft_p50_ms"]
+        row("Added TTFT p50, 1 conversation (plain)", "≤ 10 ms", added, "+{:.0f} ms", added <= 10)
+    twenty = by.get(("plain", 20))
+    if twenty:
+        r = twenty["ratios"]
+        row("TTFT p50, 20 conversations (plain), ÷ direct", "≤ 1.10×", r["ttft_p50"], "{:.2f}×", r["ttft_p50"] <= 1.10)
+        row("Turns/s, 20 conversations (plain), ÷ direct", "≥ 0.95×", r["throughput"], "{:.2f}×", r["throughput"] >= 0.95)
+    for key, target in (("plain", 15), ("one_tool", 25)):
+        cell = by.get((key, 20))
+        if cell:
+            cpu = platform_cpu(cell)
+            row(f"Platform CPU per {'plain' if key == 'plain' else 'one-tool'} turn (20 conversations)", f"≤ {target} ms",
+                cpu, "{:.1f} ms", cpu <= target)
+    fan = extra.get("fanout")
+    if fan:
+        f, t, mem, c = fan["fanout"], fan["tokens"], fan["memory"], fan["connect"]
+        row("SSE streams held by one gateway", "5,000", c["open"], "{:,.0f}", c["open"] >= 5000)
+        row("Delivery lag p99 at 1 event/s per stream", "≤ 100 ms", f["p99_ms"], "{:,.0f} ms",
+            None if f["p99_ms"] is None else f["p99_ms"] <= 100)
+        kb = max(mem["kb_per_stream_after_events"] or 0, mem["kb_per_stream_open"] or 0) or None
+        row("Gateway memory per stream", "≤ 64 KB", kb, "{:.1f} KB", None if kb is None else kb <= 64)
+        row("Token deltas delivered, aggregate", "≥ 10,000 tokens/s", t["delivered_tokens_per_s"], "{:,.0f}/s",
+            None if t["delivered_tokens_per_s"] is None else t["delivered_tokens_per_s"] >= 10_000)
+    for s in extra.get("settle") or []:
+        m = s["main"]
+        row("Settlements/s on one hot organization", "≥ 2,000/s", m["settlements_per_s"], "{:,.0f}/s",
+            m["settlements_per_s"] >= 2000)
+        row("Settle p99", "≤ 20 ms", m["settle_p99_ms"], "{:,.0f} ms",
+            None if m["settle_p99_ms"] is None else m["settle_p99_ms"] <= 20)
+        rows.append(f"| Spend exact (billing's answers = rate card = Postgres = Redis) | yes | "
+                    f"{'yes' if s['spend']['exact'] else '**no**'} | {'yes' if s['spend']['exact'] else '**no**'} |")
+    return rows + [""]
 
 
 def peer_section(cells: list[dict[str, Any]], peer: dict[str, Any]) -> list[str]:

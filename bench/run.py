@@ -52,6 +52,8 @@ from bench_tools import measure_read_tools  # noqa: E402
 import prompt_cache  # noqa: E402
 import retrieval  # noqa: E402
 from peers import langgraph_peer  # noqa: E402
+import bench_fanout  # noqa: E402
+import bench_settle  # noqa: E402
 
 PLAIN = Workload(
     key="plain", title="plain text turn", message="hello there, how are you today?", model_calls=1,
@@ -265,6 +267,7 @@ def _nproc() -> int:
 
 async def run_bench(
     p: Platform, cells: list[Cell], quick: bool, tool_calls: int, *, context: bool = True, peers: bool = True,
+    scale: bool = True,
 ) -> tuple[list[dict[str, Any]], Bench, dict[str, Any], dict[str, Any]]:
     b = Bench(p, quick)
     extra: dict[str, Any] = {}
@@ -294,6 +297,18 @@ async def run_bench(
                     extra_pids={"simulator": p.procs["spotter-sim"].pid})
                 b.all_errors += [tuple(e) for e in extra["peer"]["errors"]]
                 say(f"peer (LangGraph) in {time.perf_counter() - t:.1f}s")
+        if scale:
+            # Issue 14's scale figures on this same stack: one gateway holding many SSE streams, and
+            # budget settlements on one hot organization (each its own org, created by the bench).
+            t = time.perf_counter()
+            extra["fanout"] = await bench_fanout.measure_fanout(
+                p, streams=500 if quick else 5000, seconds=10 if quick else 20, token_seconds=5 if quick else 10)
+            say(f"SSE fan-out in {time.perf_counter() - t:.1f}s")
+            t = time.perf_counter()
+            extra["settle"] = [await bench_settle.measure_settlements(p, seconds=5 if quick else 20,
+                                                                      sweep_seconds=2 if quick else 5)]
+            say(f"settlements in {time.perf_counter() - t:.1f}s")
+            b.check_alive()
         # After the platform runs, so these calls do not compete with them for the two cores.
         t = time.perf_counter()
         tools = await measure_read_tools(p.env["DATABASE_URL"], p.org_id, calls=tool_calls, warmups=1 if quick else 3)
@@ -328,6 +343,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     ap.add_argument("--tokens-per-second", type=float, default=200.0, help="simulator output pace (default 200)")
     ap.add_argument("--no-readme", action="store_true", help="do not touch README.md")
     ap.add_argument("--no-peers", action="store_true", help="skip the peer agent server (LangGraph) comparison")
+    ap.add_argument("--no-scale", action="store_true", help="skip the SSE fan-out and settlement benchmarks")
     ap.add_argument("--results-dir", default=str(BENCH_DIR / "results"))
     ap.add_argument("--tools-only", action="store_true",
                     help="only the read tools over the demo year: printed, nothing written")
@@ -357,7 +373,8 @@ def main(argv: Optional[list[str]] = None) -> int:
         try:
             cells, b, tools, extra = asyncio.run(run_bench(p, cells_plan, args.quick, tool_calls,
                                                            context=not args.tools_only,
-                                                           peers=not (args.tools_only or args.no_peers)))
+                                                           peers=not (args.tools_only or args.no_peers),
+                                                           scale=not (args.tools_only or args.no_scale)))
         except Failure as exc:
             say(f"FAILED: {exc}")
             _dump_logs(p)
