@@ -64,7 +64,9 @@ async def infra(name: str, settings: CommonSettings, broker: NatsBroker, *, star
     # A pool that waits for a free connection (up to 5 s) instead of failing at once when every one is
     # in use: thousands of streams checking a lease together must not kill some of them.
     redis = Redis(connection_pool=BlockingConnectionPool.from_url(
-        settings.redis_url, decode_responses=True, max_connections=settings.spotter_redis_max_connections, timeout=5))
+        settings.redis_url, decode_responses=True, max_connections=settings.spotter_redis_max_connections, timeout=5,
+        # No call waits forever for a reply (every command here is short; nothing blocks server-side).
+        socket_timeout=10, socket_connect_timeout=5))
     gauges = metrics.Sampler(settings.spotter_metrics_sample_s if settings.spotter_metrics_port else 0)
     try:
         if start_broker:

@@ -14,9 +14,12 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import logging
 from collections.abc import Awaitable, Callable
 
 from redis.asyncio import Redis
+
+log = logging.getLogger(__name__)
 
 _CLAIM = """
 local owner = redis.call('GET', KEYS[1])
@@ -108,3 +111,33 @@ class TurnLock:
 
     async def cancel_requested(self, turn_id: str) -> bool:
         return bool(await self._redis.exists(f"spotter:turn-cancel:{turn_id}"))
+
+
+class LeaseKeeper:
+    """Keeps a running lease alive until `stop()`: renews every `every_s`, and is stopped by an event,
+    never by cancelling it midway through a Redis call — a call cancelled while it waited for its
+    reply could leave its connection to answer the next caller (the release) with nothing, so the
+    release waited forever (tests/replicas: 2 of ~9 rolling restarts). A renewal in flight finishes
+    before `stop()` returns, so it cannot take the lease back after the release."""
+
+    def __init__(self, renew: Callable[[], Awaitable[None]], every_s: float) -> None:
+        self._renew = renew
+        self._every_s = every_s
+        self._stopped = asyncio.Event()
+        self._task = asyncio.create_task(self._keep())
+
+    async def _keep(self) -> None:
+        while True:
+            try:
+                await asyncio.wait_for(self._stopped.wait(), self._every_s)
+                return
+            except TimeoutError:
+                pass
+            try:
+                await self._renew()
+            except Exception as exc:  # noqa: BLE001 — Redis away for a moment: the next renewal may do
+                log.warning("could not renew a lease: %r", exc)
+
+    async def stop(self) -> None:
+        self._stopped.set()
+        await asyncio.shield(self._task)

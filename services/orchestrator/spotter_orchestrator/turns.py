@@ -9,7 +9,6 @@ again (the tool-runner returns their stored outcome), events already in the log 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 import uuid
@@ -27,7 +26,7 @@ from spotter_shared.contracts.events import ConversationStarted, Done, ErrorEven
 from spotter_shared.contracts.tools import CallState, CloseCalls, ResolveCall, ToolName, ToolOutcome, ToolSpec, UndoRequest
 from spotter_shared.errors import ErrorCode, RemoteError, SpotterError
 from spotter_shared.observability import Endpoint, ReplayViolation, TurnCompleted, TurnFailed, TurnStarted
-from spotter_shared.turnlock import Run, TurnLock
+from spotter_shared.turnlock import LeaseKeeper, Run, TurnLock
 
 from .activity import recent_activity
 from .admission import Refused, Resolution, Verdict, admitted, command_turn_id, judge, resolution_of
@@ -182,13 +181,11 @@ class TurnRunner:
         if delivery.attempt > 1:
             metrics.REDELIVERIES.labels(meta.endpoint or "other").inc()
         emitter = Emitter(self._store, self._events, meta.conversation_id, meta.turn_id)
-        renew = asyncio.create_task(self._keep_lease(meta, runner))
+        lease = LeaseKeeper(lambda: self._renew(meta, runner), self._settings.spotter_turn_lock_ttl_s / 3)
 
         async def let_go() -> None:
             # Stop renewing before releasing, or a renewal in flight could take the lease back.
-            renew.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await renew
+            await lease.stop()
             await self._lock.release(meta.conversation_id, meta.turn_id, runner)
 
         try:
@@ -225,15 +222,10 @@ class TurnRunner:
                                              [{"type": "text", "text": partial}], stop_reason="aborted")
         return Failed(ErrorCode.ABORTED, ABORTED_MESSAGE)
 
-    async def _keep_lease(self, meta: TurnMeta, runner: str) -> None:
-        while True:
-            await asyncio.sleep(self._settings.spotter_turn_lock_ttl_s / 3)
-            try:
-                if await self._lock.run(meta.conversation_id, meta.turn_id, runner) is not Run.OURS:
-                    # Paused past the lease (a frozen VM, a partition): someone else has it now.
-                    log.error("turn %s lost its lease on conversation %s", meta.turn_id, meta.conversation_id)
-            except Exception as exc:  # noqa: BLE001 (Redis away for a moment: the next renewal may do)
-                log.warning("turn %s could not renew its lease: %s", meta.turn_id, exc)
+    async def _renew(self, meta: TurnMeta, runner: str) -> None:
+        if await self._lock.run(meta.conversation_id, meta.turn_id, runner) is not Run.OURS:
+            # Paused past the lease (a frozen VM, a partition): someone else has it now.
+            log.error("turn %s lost its lease on conversation %s", meta.turn_id, meta.conversation_id)
 
     async def _finish(self, meta: TurnMeta, emitter: Emitter, outcome: Outcome, let_go: Callable[[], Awaitable[None]]) -> None:
         usage = (await self._store.turn(meta.turn_id)).usage

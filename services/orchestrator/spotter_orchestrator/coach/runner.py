@@ -32,7 +32,7 @@ from spotter_shared.contracts.coach import (
 from spotter_shared.contracts.sessions import SessionView
 from spotter_shared.errors import ErrorCode, RemoteError, SpotterError
 from spotter_shared.sessions import SessionEvent
-from spotter_shared.turnlock import Run, TurnLock
+from spotter_shared.turnlock import LeaseKeeper, Run, TurnLock
 
 from .. import edges
 from ..model import ModelClient, ModelReply, ProviderError, is_gen5
@@ -106,11 +106,11 @@ class CoachRunner:
                                                  metadata={"runId": cmd.run_id, "status": "error", "reason": "conversation_busy",
                                                            "iterations": 0}))
                 return
-        renew = asyncio.create_task(self._keep_lease(cmd, runner))
+        lease = LeaseKeeper(lambda: self._renew(cmd, runner), self._poll_s * 3)
         try:
             await self._run(cmd, sessions)
         finally:
-            renew.cancel()
+            await lease.stop()
             await self._lock.release(cmd.session_id, cmd.run_id, runner)
 
     async def _run(self, cmd: CoachRun, sessions: Sessions) -> None:
@@ -339,10 +339,8 @@ class CoachRunner:
             except Exception as exc:  # noqa: BLE001 — the log has it; the stream re-reads it
                 log.warning("could not publish session event %s/%d: %s", stored.session_id, stored.sequence, exc)
 
-    async def _keep_lease(self, cmd: CoachRun, runner: str) -> None:
-        while True:
-            await asyncio.sleep(self._poll_s * 3)
-            await self._lock.run(cmd.session_id, cmd.run_id, runner)
+    async def _renew(self, cmd: CoachRun, runner: str) -> None:
+        await self._lock.run(cmd.session_id, cmd.run_id, runner)
 
 
 class _Refused(Exception):
