@@ -44,8 +44,13 @@ def frame_name(frame: str) -> str:
     return f"{name} ({file})" if file else name
 
 
+# Leaves where a thread waits rather than works (py-spy still samples some of them): left out.
+IDLE = ("EpollSelector.select (", "Condition.wait (", "_worker (", "Queue.get (", "WorkerThread.run (")
+
+
 def aggregate(raw: Path) -> tuple[Counter[str], Counter[str], int]:
-    """Own and inclusive sample counts per function, and all samples, from py-spy's raw output."""
+    """Own and inclusive sample counts per function over the samples where a thread was working, and
+    how many those were, from py-spy's raw output."""
     own: Counter[str] = Counter()
     inclusive: Counter[str] = Counter()
     total = 0
@@ -55,7 +60,7 @@ def aggregate(raw: Path) -> tuple[Counter[str], Counter[str], int]:
             continue
         n = int(count)
         frames = [frame_name(f) for f in stack.split(";") if f and not f.startswith("process ") and not f.startswith("thread ")]
-        if not frames:
+        if not frames or frames[-1].startswith(IDLE):
             continue
         total += n
         own[frames[-1]] += n
@@ -106,7 +111,8 @@ async def main(argv: list[str] | None = None) -> int:
                  "| process | CPU ms per turn |", "|---|---:|"]
         for name, seconds in sorted(cpu.items(), key=lambda kv: -kv[1]):
             lines.append(f"| {name} | {seconds * 1000 / max(ok, 1):.1f} |")
-        lines.append(f"| **Spotter processes** | **{sum(cpu.values()) * 1000 / max(ok, 1):.1f}** |")
+        platform = sum(v for k, v in cpu.items() if k != "sim")
+        lines.append(f"| **Spotter's processes and servers (not the simulator)** | **{platform * 1000 / max(ok, 1):.1f}** |")
         for name in SPOTTER:
             raw = log_dir / f"{name}.raw"
             if not raw.exists():
@@ -114,7 +120,7 @@ async def main(argv: list[str] | None = None) -> int:
             own, inclusive, total = aggregate(raw)
             # Inclusive: leave out the frames nearly every sample sits under (the event loop's own).
             below = [(n, c) for n, c in inclusive.most_common() if c < 0.8 * total][: args.top]
-            lines += ["", f"## {name} ({total} samples)", "", "| own % | function | | inclusive % | function |",
+            lines += ["", f"## {name} ({total} working samples)", "", "| own % | function | | inclusive % | function |",
                       "|---:|---|---|---:|---|"]
             for (o_name, o_n), (i_name, i_n) in zip(own.most_common(args.top), below):
                 lines.append(f"| {100 * o_n / total:.1f} | `{o_name}` | | {100 * i_n / total:.1f} | `{i_name}` |")
