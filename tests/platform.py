@@ -36,17 +36,14 @@ class Platform:
         self.procs[name].start()
 
 
-@pytest.fixture(scope="session")
-def platform(stack: StackUrls, db_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Platform]:
-    http_port, sim_port = find_free_port(), find_free_port()
-    traces, receiver = otlp.serve()
-    env = {
-        **os.environ,
-        "NATS_URL": stack.nats_url,
+def service_env(stack: StackUrls, db_url: str, *, nats_url: str, sim_port: int) -> dict[str, str]:
+    """The services' settings in tests (this environment's, without trace export)."""
+    return {
+        **{k: v for k, v in os.environ.items() if not k.startswith("OTEL_")},
+        "NATS_URL": nats_url,
         "DATABASE_URL": db_url,
         "REDIS_URL": stack.redis_url,
         "SPOTTER_ENV": "test",
-        "SPOTTER_HTTP_PORT": str(http_port),
         "SPOTTER_SIM_PORT": str(sim_port),
         "ANTHROPIC_BASE_URL": f"http://127.0.0.1:{sim_port}",
         "ANTHROPIC_API_KEY": "sk-ant-simulator",
@@ -64,6 +61,16 @@ def platform(stack: StackUrls, db_url: str, tmp_path_factory: pytest.TempPathFac
         # in the background: the sweep's embeddings would compete for the 2 cores with every test.
         "RAG_SWEEP_INTERVAL_S": "0",
         "SPOTTER_SEARCH_EMBED_TIMEOUT_S": "3",
+    }
+
+
+@pytest.fixture(scope="session")
+def platform(stack: StackUrls, db_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Platform]:
+    http_port, sim_port = find_free_port(), find_free_port()
+    traces, receiver = otlp.serve()
+    env = {
+        **service_env(stack, db_url, nats_url=stack.nats_url, sim_port=sim_port),
+        "SPOTTER_HTTP_PORT": str(http_port),
         # Every service exports its spans to the test's OTLP receiver, as to a production collector.
         "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": f"http://127.0.0.1:{receiver.server_port}/v1/traces",
         "OTEL_BSP_SCHEDULE_DELAY": "200",

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import re
 import signal
 import time
@@ -34,7 +33,7 @@ import pytest
 from spotter_cli.devstack import NatsServerProcess, StackUrls, find_free_port
 from spotter_cli.supervisor import SIMULATOR, ServiceProcess, stop_services, wait_http_ok
 from tests.e2e.client import Sim
-from tests.platform import _wait_for_responders
+from tests.platform import _wait_for_responders, service_env
 
 # Start order (as spotter_cli.supervisor.SERVICES): the gateway last, behind what it talks to.
 KINDS = ("tool-runner", "billing", "rag", "orchestrator", "gateway")
@@ -193,39 +192,13 @@ class Cluster:
         return rc
 
 
-def _service_env(stack: StackUrls, db_url: str, nats_url: str, sim_port: int) -> dict[str, str]:
-    """The platform's test settings (tests/platform.py), on this cluster's NATS, without trace export."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
-    env.update({
-        "NATS_URL": nats_url,
-        "DATABASE_URL": db_url,
-        "REDIS_URL": stack.redis_url,
-        "SPOTTER_ENV": "test",
-        "SPOTTER_SIM_PORT": str(sim_port),
-        "ANTHROPIC_BASE_URL": f"http://127.0.0.1:{sim_port}",
-        "ANTHROPIC_API_KEY": "sk-ant-simulator",
-        "PYTHONUNBUFFERED": "1",
-        # Redelivery 3 s after a replica dies (as the platform).
-        "SPOTTER_ACK_WAIT_S": "3",
-        "SPOTTER_TURN_LOCK_TTL_S": "6",
-        "SPOTTER_RATE_LIMIT_USER": "1000/minute",
-        "SPOTTER_RATE_LIMIT_ORG": "10000/minute",
-        "SPOTTER_PROVIDER_RETRIES": "0",
-        "SPOTTER_TOOL_TIMEOUT_S": "3",
-        "RAG_SWEEP_INTERVAL_S": "0",
-        "SPOTTER_SEARCH_EMBED_TIMEOUT_S": "3",
-        "SPOTTER_METRICS_PORT": "0",
-    })
-    return env
-
-
 @pytest.fixture(scope="module")
 def cluster(stack: StackUrls, db_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     log_dir = tmp_path_factory.mktemp("replica-logs")
     nats = NatsServerProcess(tmp_path_factory.mktemp("replica-nats"), monitor=True)
     nats.start()
     sim_port = find_free_port()
-    env = _service_env(stack, db_url, nats.url, sim_port)
+    env = {**service_env(stack, db_url, nats_url=nats.url, sim_port=sim_port), "SPOTTER_METRICS_PORT": "0"}
     sim = ServiceProcess(SIMULATOR, env=env, output=False, log_path=log_dir / "sim.log", label="sim")
     replicas: dict[str, list[Replica]] = {kind: [] for kind in KINDS}
     cluster = Cluster(env=env, nats=nats, sim_url=f"http://127.0.0.1:{sim_port}", sim_proc=sim, replicas=replicas,
