@@ -19,6 +19,7 @@ import logging
 import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from collections.abc import Awaitable, Callable
 from typing import Any, Final
 
 import asyncpg
@@ -55,6 +56,9 @@ class RunState:
     specs: list[CoachToolSpec]
     calls: int = 0  # model calls made in this run (their reservation ids)
     actions: list[dict[str, Any]] = field(default_factory=list)
+    # Lets go of the session's lease; run once the last event is stored and before it is published,
+    # so a member who answers at once never finds the session busy (as a turn's `done` does).
+    let_go: Callable[[], Awaitable[None]] | None = None
 
 
 class CoachRunner:
@@ -107,16 +111,24 @@ class CoachRunner:
                                                            "iterations": 0}))
                 return
         lease = LeaseKeeper(lambda: self._renew(cmd, runner), self._poll_s * 3)
-        try:
-            await self._run(cmd, sessions)
-        finally:
-            await lease.stop()
-            await self._lock.release(cmd.session_id, cmd.run_id, runner)
+        released = False
 
-    async def _run(self, cmd: CoachRun, sessions: Sessions) -> None:
+        async def let_go() -> None:
+            nonlocal released
+            if not released:
+                released = True
+                await lease.stop()
+                await self._lock.release(cmd.session_id, cmd.run_id, runner)
+
+        try:
+            await self._run(cmd, sessions, let_go)
+        finally:
+            await let_go()
+
+    async def _run(self, cmd: CoachRun, sessions: Sessions, let_go: Callable[[], Awaitable[None]]) -> None:
         log_ = await self._run_events(sessions, cmd)
         state = RunState(cmd=cmd, sessions=sessions, model=cmd.model or self._coach_model, specs=await self._peers.coach_tools(cmd.trace_id),
-                     calls=sum(1 for e in log_ if e.event_type == "coach.llm_response"))
+                     calls=sum(1 for e in log_ if e.event_type == "coach.llm_response"), let_go=let_go)
         if not any(e.event_type == "user.message" for e in log_):
             await self._start(state)
             await self._initialize(state)
@@ -316,7 +328,7 @@ class CoachRunner:
             await state.sessions.transition(cmd.session_id, to)
         await self._emit(state, NewEvent("coach.run_completed", "system", external_event_id=f"run:{cmd.run_id}:done", metadata={
             "runId": cmd.run_id, "status": "error" if status == "error" else "completed", "reason": reason,
-            "iterations": iterations}))
+            "iterations": iterations}), before_publish=state.let_go)
 
     # helpers ------------------------------------------------------------------------------------------
     async def _run_events(self, sessions: Sessions, cmd: CoachRun) -> list[SessionEvent]:
@@ -329,9 +341,13 @@ class CoachRunner:
     def _spec(state: RunState, name: str) -> CoachToolSpec | None:
         return next((s for s in state.specs if s.name == name), None)
 
-    async def _emit(self, state: RunState, event: NewEvent) -> None:
+    async def _emit(self, state: RunState, event: NewEvent, *,
+                    before_publish: Callable[[], Awaitable[None]] | None = None) -> None:
         """Stored first, then fanned out: a listener that misses the publish re-reads the log."""
-        for stored in await state.sessions.append(state.cmd.session_id, [event]):
+        stored_events = await state.sessions.append(state.cmd.session_id, [event])
+        if before_publish is not None:
+            await before_publish()
+        for stored in stored_events:
             out = SessionEventOut(session_id=stored.session_id, sequence=stored.sequence, event_type=stored.event_type,
                                   role=stored.role, content=stored.content, metadata=stored.metadata)
             try:
