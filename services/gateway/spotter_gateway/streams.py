@@ -48,8 +48,9 @@ StopRule = Callable[[LoggedEvent], bool]
 
 
 class LiveEvents:
-    """This replica's one subscription to every conversation's (and every session's) live events (the
-    module-level subscribers in edges.py), handed to the streams open here for that log."""
+    """This replica's one subscription to every conversation's live events (`subscribe`, a bare NATS
+    subscription) and to every session's (the subscriber in edges.py), handed to the streams open here
+    for that log."""
 
     def __init__(self) -> None:
         self._feeds: dict[str, set[EventFeed]] = defaultdict(set)
