@@ -3,7 +3,6 @@ Redis client and the broker, shared by the FastStream services and the gateway's
 
 from __future__ import annotations
 
-import asyncio
 import gc
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -11,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import asyncpg
+import uvloop
 from faststream import FastStream
 from faststream._internal.context.context_type import Context as ContextField  # the class behind Context()
 from faststream.nats import NatsBroker, NatsRouter
@@ -118,4 +118,7 @@ def service_app(
 
 
 def run_app(app: FastStream) -> None:
-    asyncio.run(app.run())
+    """Run a NATS service on uvloop: its socket reads and writes (NATS, Postgres, Redis) are a large
+    share of each message's cost, and uvloop makes them 2-4x cheaper than asyncio's own loop. The
+    gateway and the simulator get it from uvicorn, which picks uvloop and httptools when installed."""
+    uvloop.run(app.run())
