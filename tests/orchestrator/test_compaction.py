@@ -132,6 +132,36 @@ async def test_replay_starts_at_the_latest_summary_and_keeps_its_tail(pool: asyn
     assert (await store.conversation(cmd.conversation_id)).title == "Приветствие"
 
 
+async def test_a_note_whose_anchor_names_no_message_of_the_conversation_anchors_at_itself(pool: asyncpg.Pool) -> None:
+    studio = await make_studio(pool)
+    owner = studio.owner
+    actor = Actor(user_id=owner.user_id, organization_id=studio.org.id, membership_id=owner.membership_id, role="owner")
+    store = Store(pool)
+    conversations = []
+    for _ in range(2):
+        cmd = SendMessage(command_id=str(uuid.uuid4()), turn_id=str(uuid.uuid4()), conversation_id=str(uuid.uuid4()),
+                          actor=actor, trace_id="t", is_new=True, message="hello")
+        await store.begin_turn(cmd, "claude-sonnet-5-5")
+        conversations.append(cmd)
+    cmd, other = conversations
+    other_id = await store.append_message(other.conversation_id, other.turn_id, "user", [{"type": "text", "text": "x"}])
+    for i, anchor in enumerate(("not-a-uuid", other_id, str(uuid.uuid4()).upper())):
+        await store.append_message(cmd.conversation_id, cmd.turn_id, "user", [{"type": "text", "text": f"before {i}"}])
+        await store.add_summary(cmd.conversation_id, cmd.turn_id, summary_content(f"summary {i}"), summary=f"summary {i}",
+                                through_message_id=anchor)
+        await store.append_message(cmd.conversation_id, cmd.turn_id, "assistant", [{"type": "text", "text": f"after {i}"}])
+        replay = await store.messages(cmd.conversation_id)
+        assert summary_text(replay[0]) == f"summary {i}"
+        assert [text_of(m) for m in replay[1:]] == [f"after {i}"], anchor
+
+    # An anchor in another spelling of the same id (upper case) still names its message.
+    ids = [await store.append_message(cmd.conversation_id, cmd.turn_id, "user", [{"type": "text", "text": f"m{i}"}])
+           for i in range(3)]
+    await store.add_summary(cmd.conversation_id, cmd.turn_id, summary_content("upper"), summary="upper",
+                            through_message_id=ids[0].upper())
+    assert [text_of(m) for m in (await store.messages(cmd.conversation_id))[1:]] == ["m1", "m2"]
+
+
 def text_of(message: StoredMessage) -> str:
     return "".join(b["text"] for b in message.content if b.get("type") == "text")
 

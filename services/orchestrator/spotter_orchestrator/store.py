@@ -139,25 +139,8 @@ class Store:
         """Messages for replay (seed 000 compaction): the latest system_note, then every message
         after the one it summarized through (pageContext.summarizedThroughMessageId; a note
         without one anchors at itself). Without a note, the whole conversation."""
-        cid = uuid.UUID(conversation_id)
-        note = await self.pool.fetchrow(
-            f"""SELECT {_COLUMNS} FROM ai_messages WHERE conversation_id = $1 AND role = 'system_note'
-                ORDER BY position DESC LIMIT 1""",
-            cid,
-        )
-        after = 0
-        if note is not None:
-            through = (note["page_context"] or {}).get("summarizedThroughMessageId")
-            position = await self.pool.fetchval(
-                "SELECT position FROM ai_messages WHERE conversation_id = $1 AND id = $2", cid, _uuid_or_none(through),
-            ) if through else None
-            after = position if position is not None else note["position"]
-        rows = await self.pool.fetch(
-            f"""SELECT {_COLUMNS} FROM ai_messages
-                WHERE conversation_id = $1 AND position > $2 AND role <> 'system_note' ORDER BY position""",
-            cid, after,
-        )
-        return [_message(r) for r in ([note] if note is not None else []) + list(rows)]
+        rows = await self.pool.fetch(_REPLAYED, uuid.UUID(conversation_id))
+        return [_message(r) for r in rows]
 
     async def all_messages(self, conversation_id: str) -> list[StoredMessage]:
         """Every message, summarized ones included (an old write can still be undone)."""
@@ -238,8 +221,10 @@ class Store:
                       page_context: dict | None = None, stop_reason: str | None = None, usage: TurnUsage | None = None,
                       model: str | None = None) -> str:
         message_id = uuid.uuid4()
-        # Lock the conversation row so positions are dense and ordered even with racing writers.
-        await conn.execute("SELECT 1 FROM ai_conversations WHERE id = $1 FOR UPDATE", uuid.UUID(conversation_id))
+        # Lock the conversation row so positions are dense and ordered even with racing writers; the
+        # INSERT is a statement of its own so that its snapshot sees a racing writer's committed message.
+        await conn.execute("UPDATE ai_conversations SET last_message_at = now(), updated_at = now() WHERE id = $1",
+                           uuid.UUID(conversation_id))
         await conn.execute(
             """INSERT INTO ai_messages (id, conversation_id, role, content, preview, page_context, stop_reason,
                    input_tokens, output_tokens, cache_read_tokens, cache_creation_tokens, model, turn_id, position)
@@ -249,10 +234,6 @@ class Store:
             usage.input_tokens if usage else None, usage.output_tokens if usage else None,
             usage.cache_read_tokens if usage else None, usage.cache_creation_tokens if usage else None,
             model, uuid.UUID(turn_id),
-        )
-        await conn.execute(
-            "UPDATE ai_conversations SET last_message_at = now(), updated_at = now() WHERE id = $1",
-            uuid.UUID(conversation_id),
         )
         return str(message_id)
 
@@ -301,6 +282,28 @@ class Store:
 
 _COLUMNS = "id, role::text AS role, content, turn_id, stop_reason, page_context, position"
 
+# Store.messages in one statement: the latest system_note, then the messages after its anchor (the
+# message it summarized through when that id names one of this conversation's, else the note itself).
+_REPLAYED = f"""
+WITH note AS (
+    SELECT {_COLUMNS} FROM ai_messages WHERE conversation_id = $1 AND role = 'system_note'
+    ORDER BY position DESC LIMIT 1),
+through AS (SELECT page_context->>'summarizedThroughMessageId' AS id FROM note),
+anchor AS (
+    SELECT coalesce(
+        (SELECT m.position FROM ai_messages m, through
+          WHERE m.conversation_id = $1
+            AND m.id = CASE WHEN pg_input_is_valid(through.id, 'uuid') THEN through.id::uuid END),
+        (SELECT position FROM note),
+        0) AS after)
+SELECT 0 AS part, * FROM note
+UNION ALL
+SELECT 1 AS part, m.id, m.role::text AS role, m.content, m.turn_id, m.stop_reason, m.page_context, m.position
+  FROM ai_messages m, anchor
+ WHERE m.conversation_id = $1 AND m.position > anchor.after AND m.role <> 'system_note'
+ORDER BY part, position
+"""
+
 _PRIMARY_LANGUAGE = re.compile(r"^[a-z]{2,3}$")
 # Deprecated ISO 639 codes some clients still send.
 _LEGACY_LANGUAGES = {"iw": "he", "in": "id", "ji": "yi", "jw": "jv"}
@@ -318,13 +321,6 @@ def fallback_title(message: str) -> str:
     # The first line, trimmed: the title until the summary model writes one (best effort, titles.py).
     first = message.strip().splitlines()[0] if message.strip() else "New conversation"
     return first[:80]
-
-
-def _uuid_or_none(value: Any) -> uuid.UUID | None:
-    try:
-        return uuid.UUID(str(value))
-    except ValueError:
-        return None
 
 
 def _message(r: asyncpg.Record) -> StoredMessage:

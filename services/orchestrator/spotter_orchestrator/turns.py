@@ -260,20 +260,27 @@ class TurnRunner:
             await emitter.emit(ConversationStarted(conversation_id=cmd.conversation_id))
         TurnStarted(trace_id=cmd.trace_id, org_id=cmd.actor.organization_id, endpoint="messages",
                     attempt=delivery.attempt, prompt_length=len(cmd.message)).log(log)
-        org = await self._store.org_context(cmd.actor.organization_id, cmd.actor.user_id)
+        org, stored = await asyncio.gather(self._store.org_context(cmd.actor.organization_id, cmd.actor.user_id),
+                                           self._store.messages(cmd.conversation_id))
         if not self._settings.model_configured or not org.agent_enabled:
             return Failed(ErrorCode.AGENT_DISABLED, "The AI assistant is not enabled for this workspace.")
 
-        stored = await self._store.messages(cmd.conversation_id)
         if not any(m.turn_id == cmd.turn_id and m.role == "user" for m in stored):
-            verdict = await self._peers.precheck(cmd.actor.organization_id, cmd.trace_id)
-            if not verdict.ok:
-                return Failed(ErrorCode.AGENT_BUDGET_EXCEEDED, verdict.message or "Daily AI budget reached.")
-            await self._close_open_batch(cmd, stored, "superseded_by_user",
-                                         "The user sent a new message instead of answering; this was not run.")
-            await delivery.keepalive()
-            # Ambient search runs once per user message; a redelivered turn replays the stored block.
-            ambient = await self._peers.ambient(cmd.actor.organization_id, cmd.message, cmd.trace_id)
+            # Ambient search runs once per user message (a redelivered turn replays the stored block).
+            # It embeds the message (tens of ms for a new one), so it runs while the budget is checked
+            # and any open batch is closed, not after: it is on the way to the first token.
+            ambient_search = asyncio.create_task(
+                self._peers.ambient(cmd.actor.organization_id, cmd.message, cmd.trace_id))
+            try:
+                verdict = await self._peers.precheck(cmd.actor.organization_id, cmd.trace_id)
+                if not verdict.ok:
+                    return Failed(ErrorCode.AGENT_BUDGET_EXCEEDED, verdict.message or "Daily AI budget reached.")
+                await self._close_open_batch(cmd, stored, "superseded_by_user",
+                                             "The user sent a new message instead of answering; this was not run.")
+                await delivery.keepalive()
+                ambient = await ambient_search
+            finally:
+                ambient_search.cancel()  # nothing when it is done; a refused or failed turn needs no context
             page = cmd.page_context.model_dump(mode="json") if cmd.page_context else {}
             page[TURN_CONTEXT_KEY] = turn_context(org, cmd.actor, cmd.page_context, ambient, datetime.now(UTC))
             await self._store.append_message(cmd.conversation_id, cmd.turn_id, "user",
