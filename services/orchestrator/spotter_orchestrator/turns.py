@@ -23,6 +23,7 @@ from spotter_shared.contracts.commands import (
     PickTool, SendMessage, TurnCommand, UndoTool,
 )
 from spotter_shared.contracts.events import ConversationStarted, Done, ErrorEvent, TurnUsage
+from spotter_shared.contracts.rag import AmbientHit
 from spotter_shared.contracts.tools import CallState, CloseCalls, ResolveCall, ToolName, ToolOutcome, ToolSpec, UndoRequest
 from spotter_shared.errors import ErrorCode, RemoteError, SpotterError
 from spotter_shared.observability import Endpoint, ReplayViolation, TurnCompleted, TurnFailed, TurnStarted
@@ -112,8 +113,16 @@ class TurnRunner:
 
     # Commands -------------------------------------------------------------------------------------
     async def send(self, cmd: SendMessage, delivery: Delivery) -> None:
-        turn = await self._store.begin_turn(cmd, self._settings.spotter_model)
-        outcome = await self._turn(_meta(cmd), turn, delivery, lambda emitter, t: self._run_send(cmd, t, emitter, delivery))
+        # A first delivery has not stored its message yet, so it will search for ambient context: the
+        # search starts now, beside the turn's set-up, as it is the longest step before the model call.
+        ambient = self._ambient(cmd) if delivery.attempt == 1 else None
+        try:
+            turn = await self._store.begin_turn(cmd, self._settings.spotter_model)
+            outcome = await self._turn(_meta(cmd), turn, delivery,
+                                       lambda emitter, t: self._run_send(cmd, t, emitter, delivery, ambient))
+        finally:
+            if ambient is not None:
+                ambient.cancel()  # nothing when it was used; a turn not run here needs no context
         # The title also when a replica died making it: the command comes back after the turn
         # finished, and the repeated call takes over the dead one's budget hold (`<turn>:title`).
         untitled = (turn.status == "completed"
@@ -254,7 +263,11 @@ class TurnRunner:
                 TurnFailed(trace_id=meta.trace_id, org_id=meta.organization_id, endpoint=meta.endpoint, code=code).log(log)
 
     # send -------------------------------------------------------------------------------------------
-    async def _run_send(self, cmd: SendMessage, turn: TurnRecord, emitter: Emitter, delivery: Delivery) -> Outcome:
+    def _ambient(self, cmd: SendMessage) -> asyncio.Task[list[AmbientHit]]:
+        return asyncio.create_task(self._peers.ambient(cmd.actor.organization_id, cmd.message, cmd.trace_id))
+
+    async def _run_send(self, cmd: SendMessage, turn: TurnRecord, emitter: Emitter, delivery: Delivery,
+                        ambient_search: asyncio.Task[list[AmbientHit]] | None = None) -> Outcome:
         logged = await self._store.turn_events(cmd.conversation_id, cmd.turn_id) if turn.attempts > 1 else []
         if cmd.is_new and not any(e["type"] == "conversation_started" for e in logged):
             await emitter.emit(ConversationStarted(conversation_id=cmd.conversation_id))
@@ -269,8 +282,7 @@ class TurnRunner:
             # Ambient search runs once per user message (a redelivered turn replays the stored block).
             # It embeds the message (tens of ms for a new one), so it runs while the budget is checked
             # and any open batch is closed, not after: it is on the way to the first token.
-            ambient_search = asyncio.create_task(
-                self._peers.ambient(cmd.actor.organization_id, cmd.message, cmd.trace_id))
+            ambient_search = ambient_search or self._ambient(cmd)
             try:
                 verdict = await self._peers.precheck(cmd.actor.organization_id, cmd.trace_id)
                 if not verdict.ok:
