@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from datetime import UTC, datetime
 
 from spotter_orchestrator.prompt import (
@@ -123,3 +125,16 @@ def test_merge_puts_tool_results_first() -> None:
         {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t", "content": "{}"}]},
     ])
     assert len(merged) == 2 and [b["type"] for b in merged[1]["content"]] == ["tool_result", "text"]
+
+
+def test_the_tail_marker_moves_without_touching_the_history() -> None:
+    marked = {"type": "text", "text": "old tail", "cache_control": CACHE_5M}
+    history = [{"role": "user", "content": [{"type": "text", "text": "a"}, marked]},
+               {"role": "assistant", "content": [{"type": "text", "text": "b"}]}]
+    before = json.dumps(history)
+    out = with_cached_tail(history)
+    assert out == [{"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "old tail"}]},
+                   {"role": "assistant", "content": [{"type": "text", "text": "b", "cache_control": CACHE_5M}]}]
+    assert json.dumps(history) == before  # the stored history is unchanged
+    assert out[0]["content"][0] is history[0]["content"][0]  # unmarked blocks are shared, not copied
+    assert with_cached_tail([]) == [] and with_cached_tail([{"role": "user", "content": []}]) == [{"role": "user", "content": []}]

@@ -145,14 +145,18 @@ def tool_params(specs: list[ToolSpec]) -> list[ToolParam]:
 
 
 def with_cached_tail(messages: History) -> History:
-    """Copy of the history with the 5-minute marker on the last block of the last message."""
-    out = copy.deepcopy(messages)
-    for message in out:
-        for block in message["content"]:
-            block.pop("cache_control", None)
+    """The history with the 5-minute marker on the last block of the last message, and on no other
+    block. New lists and dicts wherever the marker is added or taken off; every other block is the
+    history's own object (a deep copy of a long history per model call cost more than the call's
+    encoding), so neither the history nor a request built from it may be mutated in place."""
+    out = [{**message, "content": [_unmarked(block) for block in message["content"]]} for message in messages]
     if out and out[-1]["content"]:
-        out[-1]["content"][-1]["cache_control"] = CACHE_5M
+        out[-1]["content"][-1] = {**out[-1]["content"][-1], "cache_control": CACHE_5M}
     return out
+
+
+def _unmarked(block: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in block.items() if k != "cache_control"} if "cache_control" in block else block
 
 
 def with_recent_activity(messages: History, block: str | None) -> History:
