@@ -7,6 +7,8 @@ Where the numbers live:
 - Redis mirrors today's settled spend per org (`…:spent:<day>`) next to the org's outstanding holds
   (`…:holds` amount per reservation, `…:deadlines` its expiry), so one Lua script sees spend and
   holds in a single atomic step. Keys carry the org in a hash tag, so this works on Redis Cluster.
+- Settles are written by the Ledger (ledger.py), micro-batched per org: one transaction and one
+  Redis step for the settles that arrive together, each caller answered its own cost.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import asyncio
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from datetime import UTC, date, datetime, time, timedelta
+from datetime import UTC, datetime, time, timedelta
 from time import monotonic
 from typing import TypeVar
 
@@ -35,12 +37,17 @@ from spotter_shared.contracts.billing import (
 from spotter_shared import metrics
 from spotter_shared.errors import ErrorCode, SpotterError
 
+from .batches import Batches
 from .caps import UNMETERED, daily_cap, precheck_verdict, refusal_message
+from .ledger import LOCK_EXCLUSIVE, PENDING, Charge, Keys, Ledger
 from .pricing import RateCard
 
 
 Clock = Callable[[], datetime]
 
+# How long reserve and settle trust an org's tier read by this process, and for how many orgs.
+TIER_CACHE_S = 5.0
+TIER_CACHE_SIZE = 10_000
 # Share of the daily cap from which the usage snapshot asks the client to suggest an upgrade.
 UPGRADE_HINT_AT = 0.8
 T = TypeVar("T")
@@ -50,29 +57,22 @@ def utc_now() -> datetime:
     return datetime.now(UTC)
 
 
+# Reserves arriving together for one org and day, in one step, each as if alone and in order.
+# KEYS: the day's spend mirror, holds, deadlines, then per reserve its verdict and settlement
+# markers; ARGV: now, the new holds' deadline, the verdicts' TTL, the holds' TTL, `pending`, then per
+# reserve its id, upper-bound amount and the org's cap. Answers one verdict per reserve.
+#
 # Holds past their deadline are purged first, so a crashed caller's hold stops counting by itself
-# (litellm #36926). Then the hold is granted only while spend + holds is under the cap: every
-# grant but the last fits under it, so the overrun is bounded by one call (litellm #34732).
+# (litellm #36926). Then a hold is granted only while spend + holds is under the cap: every grant
+# but the last fits under it, so the overrun is bounded by one call (litellm #34732).
 #
 # The reservation id names the model call, so a call redelivered after its replica died reserves
 # under the same id: it gets the first verdict and takes over its own hold (refreshed for a full
 # TTL, re-added if it had expired) instead of holding a second time. A call already settled is
 # answered `settled`: its attempt made and charged it, so a repeat of it needs an id of its own.
+# Without a mirror (`uninitialised`) nothing new is granted: the caller loads it and asks again.
 _RESERVE = """
-local prior = redis.call('GET', KEYS[4])
-if prior then
-  local settled = redis.call('GET', KEYS[5])
-  if settled and settled ~= ARGV[8] then return 'settled:' .. settled end
-  if string.sub(prior, 1, 8) == 'granted:' and not settled then
-    redis.call('HSET', KEYS[2], ARGV[4], string.sub(prior, 9))
-    redis.call('ZADD', KEYS[3], ARGV[5], ARGV[4])
-    redis.call('PEXPIRE', KEYS[2], ARGV[7])
-    redis.call('PEXPIRE', KEYS[3], ARGV[7])
-  end
-  return prior
-end
 local spent = redis.call('GET', KEYS[1])
-if not spent then return 'uninitialised' end
 local now = tonumber(ARGV[1])
 for _, id in ipairs(redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now)) do
   redis.call('HDEL', KEYS[2], id)
@@ -80,16 +80,41 @@ end
 redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now)
 local held = 0
 for _, v in ipairs(redis.call('HVALS', KEYS[2])) do held = held + tonumber(v) end
-local verdict = 'refused:0'
-if tonumber(spent) + held < tonumber(ARGV[2]) then
-  redis.call('HSET', KEYS[2], ARGV[4], ARGV[3])
-  redis.call('ZADD', KEYS[3], ARGV[5], ARGV[4])
-  redis.call('PEXPIRE', KEYS[2], ARGV[7])
-  redis.call('PEXPIRE', KEYS[3], ARGV[7])
-  verdict = 'granted:' .. ARGV[3]
+local verdicts, touched = {}, false
+for i = 1, (#KEYS - 3) / 2 do
+  local verdict_key, settled_key = KEYS[2 + 2 * i], KEYS[3 + 2 * i]
+  local id, amount, cap = ARGV[3 + 3 * i], ARGV[4 + 3 * i], ARGV[5 + 3 * i]
+  local prior = redis.call('GET', verdict_key)
+  local settled = prior and redis.call('GET', settled_key)
+  if settled and settled ~= ARGV[5] then
+    verdicts[i] = 'settled:' .. settled
+  elseif prior then
+    if string.sub(prior, 1, 8) == 'granted:' and not settled then
+      if redis.call('HSET', KEYS[2], id, string.sub(prior, 9)) == 1 then held = held + tonumber(string.sub(prior, 9)) end
+      redis.call('ZADD', KEYS[3], ARGV[2], id)
+      touched = true
+    end
+    verdicts[i] = prior
+  elseif not spent then
+    verdicts[i] = 'uninitialised'
+  else
+    local verdict = 'refused:0'
+    if tonumber(spent) + held < tonumber(cap) then
+      redis.call('HSET', KEYS[2], id, amount)
+      redis.call('ZADD', KEYS[3], ARGV[2], id)
+      held = held + tonumber(amount)
+      touched = true
+      verdict = 'granted:' .. amount
+    end
+    redis.call('SET', verdict_key, verdict, 'PX', ARGV[3])
+    verdicts[i] = verdict
+  end
 end
-redis.call('SET', KEYS[4], verdict, 'PX', ARGV[6])
-return verdict
+if touched then
+  redis.call('PEXPIRE', KEYS[2], ARGV[4])
+  redis.call('PEXPIRE', KEYS[3], ARGV[4])
+end
+return verdicts
 """
 
 def _live_holds(holds: str, deadlines: str) -> str:
@@ -118,17 +143,6 @@ _HELD = _live_holds("KEYS[1]", "KEYS[2]") + """
 return {#values, held}
 """
 
-# Marks the reservation settled, releases its hold and adds the cost to the mirror, in one step.
-# The mirror is only incremented, never created here: creating it from this cost alone would
-# forget the rest of the day's spend (it is initialised from Postgres instead).
-_FINISH = """
-redis.call('SET', KEYS[4], ARGV[2], 'PX', ARGV[3])
-redis.call('HDEL', KEYS[2], ARGV[1])
-redis.call('ZREM', KEYS[3], ARGV[1])
-if redis.call('EXISTS', KEYS[1]) == 1 then redis.call('INCRBY', KEYS[1], ARGV[2]) end
-return 1
-"""
-
 # A release (a call that produced no usage: a provider error, a stop, a shutdown) drops the hold and
 # forgets the id, so the redelivered attempt's call under the same id reserves afresh instead of
 # running unheld and settling against a zero. A call settled (or being settled) with usage is left alone.
@@ -140,78 +154,10 @@ redis.call('DEL', KEYS[4])
 return 1
 """
 
-_UNCLAIM = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
-return 0
-"""
-
-_PENDING = "pending"
 _UNINITIALISED = "uninitialised"
-
-# Settles take this lock shared and initialising the mirror takes it exclusively, so the Postgres
-# sum read for the mirror and the increments applied to it never miss or double-count a charge.
-_LOCK_SHARED = "SELECT pg_advisory_xact_lock_shared(hashtextextended('spotter.billing.spend:' || $1::text, 0))"
-_LOCK_EXCLUSIVE = "SELECT pg_advisory_xact_lock(hashtextextended('spotter.billing.spend:' || $1::text, 0))"
 
 _SPENT_TODAY = """SELECT coalesce(sum(cost_usd_micros), 0)::bigint FROM ai_usage_daily
                   WHERE organization_id = $1 AND day = $2"""
-
-# SQL increments: concurrent settles for the same org/user/day never lose an update (seed 000).
-_UPSERT_DAILY = """
-INSERT INTO ai_usage_daily (organization_id, user_id, day, messages, input_tokens, output_tokens,
-                            cache_read_tokens, cache_creation_tokens, cost_usd_micros)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
-ON CONFLICT (organization_id, user_id, day) DO UPDATE SET
-    messages = ai_usage_daily.messages + excluded.messages,
-    input_tokens = ai_usage_daily.input_tokens + excluded.input_tokens,
-    output_tokens = ai_usage_daily.output_tokens + excluded.output_tokens,
-    cache_read_tokens = ai_usage_daily.cache_read_tokens + excluded.cache_read_tokens,
-    cache_creation_tokens = ai_usage_daily.cache_creation_tokens + excluded.cache_creation_tokens,
-    cost_usd_micros = ai_usage_daily.cost_usd_micros + excluded.cost_usd_micros
-"""
-
-# Selecting the conversation scopes it to the org: a conversation of another org (or none) inserts
-# no row, which settle answers as not_found.
-_ADD_LIFETIME = """
-INSERT INTO ai_conversation_usage (conversation_id, organization_id, total_input_tokens, total_output_tokens,
-                                   total_cache_read_tokens, total_cache_creation_tokens, cost_usd_micros)
-SELECT id, organization_id, $3, $4, $5, $6, $7 FROM ai_conversations WHERE id = $1 AND organization_id = $2
-ON CONFLICT (conversation_id) DO UPDATE SET
-    total_input_tokens = ai_conversation_usage.total_input_tokens + excluded.total_input_tokens,
-    total_output_tokens = ai_conversation_usage.total_output_tokens + excluded.total_output_tokens,
-    total_cache_read_tokens = ai_conversation_usage.total_cache_read_tokens + excluded.total_cache_read_tokens,
-    total_cache_creation_tokens = ai_conversation_usage.total_cache_creation_tokens + excluded.total_cache_creation_tokens,
-    cost_usd_micros = ai_conversation_usage.cost_usd_micros + excluded.cost_usd_micros,
-    updated_at = now()
-"""
-
-
-@dataclass(frozen=True)
-class _Keys:
-    org: str
-    day: date
-
-    def _key(self, name: str) -> str:
-        return f"spotter:billing:{{{self.org}}}:{name}"
-
-    @property
-    def spent(self) -> str:
-        return self._key(f"spent:{self.day.isoformat()}")
-
-    @property
-    def holds(self) -> str:
-        return self._key("holds")
-
-    @property
-    def deadlines(self) -> str:
-        return self._key("deadlines")
-
-    def reservation(self, reservation_id: str) -> str:
-        return self._key(f"reservation:{reservation_id}")
-
-    def settlement(self, reservation_id: str) -> str:
-        return self._key(f"settled:{reservation_id}")
-
 
 class Billing:
     def __init__(
@@ -229,16 +175,17 @@ class Billing:
         self._rates = rates
         self._clock = clock
         self._hold_ms = _ms(hold_ttl)
-        self._settle_wait = settle_wait.total_seconds()
         # A first verdict / settlement is remembered long enough for any retry of the same call.
         self._verdict_ms = _ms(timedelta(days=1))
-        self._settled_ms = _ms(timedelta(days=2))
-        # A claim outlives any settle transaction; if its holder dies, a retry may claim again.
-        self._claim_ms = _ms(timedelta(minutes=1))
+        self._ledger = Ledger(
+            pool, redis, settle_wait_s=settle_wait.total_seconds(), settled_ms=_ms(timedelta(days=2)),
+            # A claim outlives any settle transaction; if its holder dies, a retry may claim again.
+            claim_ms=_ms(timedelta(minutes=1)),
+        )
+        self._tiers: dict[str, tuple[str, float]] = {}
         self._reserve_script = redis.register_script(_RESERVE)
+        self._reserves: Batches[_Reserve] = Batches(self._reserve_together)
         self._snapshot_script = redis.register_script(_SNAPSHOT)
-        self._finish_script = redis.register_script(_FINISH)
-        self._unclaim_script = redis.register_script(_UNCLAIM)
         self._release_script = redis.register_script(_RELEASE)
         self._held_script = redis.register_script(_HELD)
 
@@ -254,26 +201,19 @@ class Billing:
 
     async def reserve(self, req: ReserveBudget) -> Reservation:
         org = _uuid(req.organization_id, "organization_id")
-        cap = daily_cap(await self._tier(org))
+        cap = daily_cap(await self._tier(org, cached=True))
         now = self._now()
         amount = self._rates.upper_bound(req.model, req.input_tokens, req.max_output_tokens, now.date())
-        keys = _Keys(org, now.date())
+        keys = Keys(org, now.date())
         if cap == UNMETERED:
             # Nothing is held, but a call already settled still needs a new id to be charged again.
             settled = await self._redis.get(keys.settlement(req.reservation_id))
-            if settled is not None and settled != _PENDING:
+            if settled is not None and settled != PENDING:
                 return Reservation(ok=False, amount_usd_micros=0, settled=True)
             return Reservation(ok=True, amount_usd_micros=amount)
-        now_ms = _epoch_ms(now)
-        verdict = await self._with_mirror(
-            keys, now,
-            lambda: self._reserve_script(
-                keys=[keys.spent, keys.holds, keys.deadlines, keys.reservation(req.reservation_id),
-                      keys.settlement(req.reservation_id)],
-                args=[now_ms, cap, amount, req.reservation_id, now_ms + self._hold_ms, self._verdict_ms, self._hold_ms,
-                      _PENDING],
-            ),
-        )
+        ask = _Reserve(req.reservation_id, keys, amount, cap, now, asyncio.get_running_loop().create_future())
+        self._reserves.add(keys.spent, ask)
+        verdict = await ask.verdict
         status, held = verdict.split(":")
         if status == "granted":
             return Reservation(ok=True, amount_usd_micros=int(held))
@@ -290,9 +230,9 @@ class Billing:
         org = _uuid(req.organization_id, "organization_id")
         user = _uuid(req.user_id, "user_id")
         conversation = _uuid(req.conversation_id, "conversation_id") if req.conversation_id is not None else None
-        await self._tier(org)
+        await self._tier(org, cached=True)  # only that the org exists
         now = self._now()
-        keys = _Keys(org, now.date())
+        keys = Keys(org, now.date())
         if req.usage is None:
             await self._release_script(
                 keys=[keys.holds, keys.deadlines, keys.settlement(req.reservation_id), keys.reservation(req.reservation_id)],
@@ -300,17 +240,14 @@ class Billing:
             )
             return Settlement(cost_usd_micros=0)
         cost = self._rates.price(req.model, req.usage, now.date())
-        marker = keys.settlement(req.reservation_id)
-        prior = await self._claim(marker)
-        if prior is not None:
-            # A retried settle (e.g. after a timeout) answers the first result and charges nothing.
-            return Settlement(cost_usd_micros=prior)
-        try:
-            await self._record(req, org, user, conversation, keys, cost)
-        except BaseException:
-            await self._unclaim_script(keys=[marker], args=[_PENDING])
-            raise
-        return Settlement(cost_usd_micros=cost)
+        usage = req.usage
+        charged = await self._ledger.charge(Charge(
+            reservation_id=req.reservation_id, keys=keys, user=user, conversation=conversation,
+            messages=int(req.count_message), input_tokens=usage.input_tokens, output_tokens=usage.output_tokens,
+            cache_read_tokens=usage.cache_read_tokens,
+            cache_creation_tokens=usage.cache_write_5m_tokens + usage.cache_write_1h_tokens, cost=cost,
+        ))
+        return Settlement(cost_usd_micros=charged)
 
     async def usage(self, req: UsageQuery) -> UsageSnapshot:
         org = _uuid(req.organization_id, "organization_id")
@@ -352,15 +289,23 @@ class Billing:
         now = self._clock()
         return now.replace(tzinfo=UTC) if now.tzinfo is None else now.astimezone(UTC)
 
-    async def _tier(self, org: str) -> str:
+    async def _tier(self, org: str, *, cached: bool = False) -> str:
+        """The org's tier. Reserve and settle (a few per model call) take it from a cache of this
+        process, so a tier change reaches their caps within TIER_CACHE_S; the precheck and the usage
+        snapshot read it fresh (and refresh the cache). An unknown org is never cached."""
+        if cached and (hit := self._tiers.get(org)) is not None and hit[1] > monotonic():
+            return hit[0]
         tier = await self._pool.fetchval("SELECT tier::text FROM organizations WHERE id = $1", org)
         if tier is None:
             raise SpotterError(ErrorCode.NOT_FOUND, "organization not found")
+        if len(self._tiers) >= TIER_CACHE_SIZE:
+            self._tiers.clear()  # bounded: an idle org's entry does not live for ever
+        self._tiers[org] = (tier, monotonic() + TIER_CACHE_S)
         return tier
 
     async def _spend(self, org: str, now: datetime) -> tuple[int, int]:
         """Today's settled spend and the live holds of an org."""
-        keys = _Keys(org, now.date())
+        keys = Keys(org, now.date())
 
         async def snapshot() -> list[int] | str:
             spent, held = await self._snapshot_script(keys=[keys.spent, keys.holds, keys.deadlines], args=[_epoch_ms(now)])
@@ -369,7 +314,7 @@ class Billing:
         spent, held = await self._with_mirror(keys, now, snapshot)
         return int(spent), int(held)
 
-    async def _with_mirror(self, keys: _Keys, now: datetime, script: Callable[[], Awaitable[T]]) -> T:
+    async def _with_mirror(self, keys: Keys, now: datetime, script: Callable[[], Awaitable[T]]) -> T:
         """Run a script that needs the spend mirror, initialising the mirror when it is missing."""
         for _ in range(3):
             result = await script()
@@ -378,63 +323,52 @@ class Billing:
             await self._init_mirror(keys, now)
         raise SpotterError(ErrorCode.INTERNAL, "spend mirror could not be initialised")
 
-    async def _init_mirror(self, keys: _Keys, now: datetime) -> None:
+    async def _init_mirror(self, keys: Keys, now: datetime) -> None:
         """Load the day's settled spend from Postgres into Redis, unless someone already has."""
         day_end = datetime.combine(keys.day + timedelta(days=1), time(0), tzinfo=UTC)
         # Relative to our clock, one day past the day's end: never expires while the day runs.
         ttl = int((day_end - now).total_seconds()) + 86_400
         async with self._pool.acquire() as conn, conn.transaction():
-            await conn.execute(_LOCK_EXCLUSIVE, keys.org)
+            await conn.execute(LOCK_EXCLUSIVE, keys.org)
             spent = await conn.fetchval(_SPENT_TODAY, keys.org, keys.day)
             await self._redis.set(keys.spent, spent, ex=ttl, nx=True)
 
-    async def _claim(self, marker: str) -> int | None:
-        """Claim the right to settle; None when claimed, else the cost an earlier settle charged."""
-        give_up = monotonic() + self._settle_wait
-        while True:
-            if await self._redis.set(marker, _PENDING, nx=True, px=self._claim_ms):
-                return None
-            value = await self._redis.get(marker)
-            if value is None:
-                continue  # the earlier attempt failed and let go: claim again
-            if value != _PENDING:
-                return int(value)
-            if monotonic() >= give_up:
-                raise SpotterError(ErrorCode.INTERNAL, "settlement already in progress; retry later")
-            await asyncio.sleep(0.02)
-
-    async def _record(self, req: SettleUsage, org: str, user: str, conversation: str | None, keys: _Keys, cost: int) -> None:
-        usage = req.usage
-        assert usage is not None
-        cache_creation = usage.cache_write_5m_tokens + usage.cache_write_1h_tokens
-        async with self._pool.acquire() as conn, conn.transaction():
-            await conn.execute(_LOCK_SHARED, org)
-            try:
-                await conn.execute(
-                    _UPSERT_DAILY, org, user, keys.day, int(req.count_message), usage.input_tokens,
-                    usage.output_tokens, usage.cache_read_tokens, cache_creation, cost,
+    async def _reserve_together(self, asks: list[_Reserve]) -> None:
+        """One org's and day's reserves that arrived together, in one script (see _RESERVE)."""
+        first = asks[0]
+        keys, now_ms = first.keys, _epoch_ms(first.now)
+        waiting = asks
+        try:
+            for _ in range(3):
+                verdicts = await self._reserve_script(
+                    keys=[keys.spent, keys.holds, keys.deadlines,
+                          *(k for a in waiting for k in (keys.reservation(a.reservation_id), keys.settlement(a.reservation_id)))],
+                    args=[now_ms, now_ms + self._hold_ms, self._verdict_ms, self._hold_ms, PENDING,
+                          *(v for a in waiting for v in (a.reservation_id, a.amount, a.cap))],
                 )
-            except asyncpg.ForeignKeyViolationError:
-                raise SpotterError(ErrorCode.NOT_FOUND, "user not found") from None
-            if conversation is not None:
-                try:
-                    status = await conn.execute(
-                        _ADD_LIFETIME, conversation, org, usage.input_tokens, usage.output_tokens,
-                        usage.cache_read_tokens, cache_creation, cost,
-                    )
-                except asyncpg.ForeignKeyViolationError:
-                    status = None  # the conversation was deleted between the SELECT and the INSERT
-                if status != "INSERT 0 1":
-                    raise SpotterError(ErrorCode.NOT_FOUND, "conversation not found in this organization")
-            # Redis is updated before COMMIT, still under the shared lock (see _LOCK_SHARED). If the
-            # process dies between the two, the call goes uncharged rather than charged twice.
-            await self._finish(keys, req.reservation_id, cost)
+                for ask, verdict in zip(waiting, verdicts, strict=True):
+                    if verdict != _UNINITIALISED and not ask.verdict.done():
+                        ask.verdict.set_result(verdict)
+                waiting = [a for a, v in zip(waiting, verdicts, strict=True) if v == _UNINITIALISED]
+                if not waiting:
+                    return
+                await self._init_mirror(keys, first.now)
+            raise SpotterError(ErrorCode.INTERNAL, "spend mirror could not be initialised")
+        except BaseException as exc:
+            for ask in asks:
+                if not ask.verdict.done():
+                    ask.verdict.set_exception(exc)
+            if not isinstance(exc, Exception):
+                raise
 
-    async def _finish(self, keys: _Keys, reservation_id: str, cost: int) -> None:
-        await self._finish_script(
-            keys=[keys.spent, keys.holds, keys.deadlines, keys.settlement(reservation_id)],
-            args=[reservation_id, cost, self._settled_ms],
-        )
+@dataclass(frozen=True)
+class _Reserve:
+    reservation_id: str
+    keys: Keys
+    amount: int
+    cap: int
+    now: datetime
+    verdict: asyncio.Future[str]
 
 
 def _uuid(value: str, field: str) -> str:

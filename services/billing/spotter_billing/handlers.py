@@ -1,4 +1,8 @@
-"""Billing's subscribers: each validates its payload (the parameter is the contract) and asks the core."""
+"""Billing's responders: each validates its payload (the parameter is the contract) and asks the core.
+
+They are hot (a reserve and a settle per model call), so they answer on the bare NATS connection
+(`bus.Responders`: no FastStream middleware per message, many requests in flight at once); the router
+declares them for the AsyncAPI document and is never subscribed by FastStream."""
 
 from __future__ import annotations
 
@@ -24,23 +28,24 @@ from spotter_shared.service import CORE, FromContext
 from .core import Billing
 
 router = NatsRouter()
+responders = bus.Responders(router)
 
 
-@bus.subscriber(router, BUDGET_CHECK)
+@responders(BUDGET_CHECK)
 async def precheck(body: BudgetCheck, core: Billing = FromContext(CORE)) -> BudgetVerdict:
     return await core.precheck(body)
 
 
-@bus.subscriber(router, RESERVE)
+@responders(RESERVE)
 async def reserve(body: ReserveBudget, core: Billing = FromContext(CORE)) -> Reservation:
     return await core.reserve(body)
 
 
-@bus.subscriber(router, SETTLE)
+@responders(SETTLE)
 async def settle(body: SettleUsage, core: Billing = FromContext(CORE)) -> Settlement:
     return await core.settle(body)
 
 
-@bus.subscriber(router, USAGE)
+@responders(USAGE)
 async def usage(body: UsageQuery, core: Billing = FromContext(CORE)) -> UsageSnapshot:
     return await core.usage(body)

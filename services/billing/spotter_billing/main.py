@@ -6,11 +6,12 @@ from datetime import timedelta
 
 from faststream import FastStream
 
+from spotter_shared import bus
 from spotter_shared.service import Infra, run_app, service_app, service_broker
 from spotter_shared.storage_snapshot import SnapshotSchedule
 
 from .core import Billing
-from .handlers import router
+from .handlers import responders, router
 from .pricing import RateCard
 from .settings import BillingSettings
 
@@ -19,6 +20,7 @@ __all__ = ["BillingSettings", "create_app", "run"]
 
 def create_app(settings: BillingSettings) -> FastStream:
     schedules: list[SnapshotSchedule] = []
+    serving: list[bus.Serving] = []
 
     async def make_core(infra: Infra) -> Billing:
         rates = RateCard.load(settings.spotter_billing_rates_file)
@@ -29,6 +31,7 @@ def create_app(settings: BillingSettings) -> FastStream:
         schedules.append(schedule)
         billing = Billing(infra.pool, infra.redis, rates, hold_ttl=hold_ttl)
         infra.gauges.add(billing.sample_holds)
+        serving.append(await responders.start(infra.broker, billing))
         return billing
 
     async def on_stop() -> None:
@@ -36,7 +39,15 @@ def create_app(settings: BillingSettings) -> FastStream:
             await schedule.stop()
 
     broker = service_broker("spotter-billing", settings, router)
-    return service_app("billing", settings, broker, make_core, on_stop=on_stop)
+    app = service_app("billing", settings, broker, make_core, on_stop=on_stop)
+
+    @app.on_shutdown
+    async def stop_answering() -> None:
+        # Before the broker closes the connection: take no more requests, answer the ones in flight.
+        while serving:
+            await serving.pop().stop()
+
+    return app
 
 
 def run() -> None:

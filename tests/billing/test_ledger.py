@@ -1,0 +1,153 @@
+"""Micro-batched settlements against real Postgres and Redis: settles arriving together share one
+transaction, yet each caller gets its own cost or its own refusal, a retry in the same batch charges
+once, and two billing replicas settling one hot org lose nothing. Plus the tier cache's bounds."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Callable
+
+import asyncpg
+import pytest
+from redis.asyncio import Redis
+
+from spotter_billing import ledger
+from spotter_billing.core import Billing
+from spotter_billing.pricing import RateCard
+from spotter_shared.contracts.billing import BudgetCheck, ModelUsage, ReserveBudget, SettleUsage, UsageQuery
+from spotter_shared.errors import ErrorCode, SpotterError
+from tests.factories import Studio, make_studio
+
+from .conftest import HOLD_TTL, FakeClock
+
+MODEL = "claude-sonnet-5-5"  # output $10/MTok: 10 micros per output token
+
+
+def settle(studio: Studio, conversation: str | None, output_tokens: int, *, user: str | None = None,
+           reservation_id: str | None = None, count_message: bool = True) -> SettleUsage:
+    return SettleUsage(
+        reservation_id=reservation_id or f"res-{uuid.uuid4()}", organization_id=studio.org.id,
+        user_id=user or studio.owner.user_id, conversation_id=conversation, model=MODEL,
+        usage=ModelUsage(output_tokens=output_tokens), count_message=count_message,
+    )
+
+
+@pytest.fixture
+def batches(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The size of each transaction the ledger writes (to show a test really went through a batch)."""
+    sizes: list[int] = []
+    record = ledger.Ledger._record
+
+    async def counted(self: ledger.Ledger, charges: list[ledger.Charge], *rest: object) -> None:
+        sizes.append(len(charges))
+        await record(self, charges, *rest)
+
+    monkeypatch.setattr(ledger.Ledger, "_record", counted)
+    return sizes
+
+
+async def totals(pool: asyncpg.Pool, studio: Studio) -> tuple[int, int, int]:
+    """(messages, cost) in ai_usage_daily and the cost in ai_conversation_usage, for the org."""
+    daily = await pool.fetchrow("SELECT coalesce(sum(messages), 0) AS m, coalesce(sum(cost_usd_micros), 0) AS c "
+                                "FROM ai_usage_daily WHERE organization_id = $1", studio.org.id)
+    lifetime = await pool.fetchval("SELECT coalesce(sum(cost_usd_micros), 0) FROM ai_conversation_usage "
+                                   "WHERE organization_id = $1", studio.org.id)
+    return int(daily["m"]), int(daily["c"]), int(lifetime)
+
+
+async def test_settles_arriving_together_share_a_transaction_and_each_gets_its_own_cost(
+    billing: Billing, pool: asyncpg.Pool, new_conversation: Callable, batches: list[int]
+) -> None:
+    studio = await make_studio(pool, tier="elite")
+    a, b = await new_conversation(studio), await new_conversation(studio)
+    await billing.precheck(BudgetCheck(organization_id=studio.org.id))  # the tier is cached: no await before the queue
+    reqs = [settle(studio, (a, b, None)[i % 3], i + 1, user=(studio.owner.user_id, studio.coach.user_id)[i % 2])
+            for i in range(30)]
+    settled = await asyncio.gather(*(billing.settle(r) for r in reqs))
+    assert [s.cost_usd_micros for s in settled] == [(i + 1) * 10 for i in range(30)]
+    assert batches == [30]
+    assert await totals(pool, studio) == (30, sum((i + 1) * 10 for i in range(30)),
+                                          sum((i + 1) * 10 for i in range(30) if i % 3 != 2))
+
+
+async def test_a_bad_user_or_conversation_fails_only_its_own_settle(
+    billing: Billing, pool: asyncpg.Pool, new_conversation: Callable, batches: list[int]
+) -> None:
+    studio, other = await make_studio(pool, tier="elite"), await make_studio(pool, tier="elite")
+    ours, theirs = await new_conversation(studio), await new_conversation(other)
+    await billing.precheck(BudgetCheck(organization_id=studio.org.id))
+    good = [settle(studio, ours, 100) for _ in range(4)]
+    no_user = settle(studio, ours, 200, user=str(uuid.uuid4()))
+    their_conversation = settle(studio, theirs, 300)
+    outcomes = await asyncio.gather(*(billing.settle(r) for r in [good[0], no_user, good[1], their_conversation, *good[2:]]),
+                                    return_exceptions=True)
+    assert [o.cost_usd_micros for o in outcomes if not isinstance(o, BaseException)] == [1_000] * 4
+    refused = [o for o in outcomes if isinstance(o, SpotterError)]
+    assert sorted((e.code, e.message) for e in refused) == [
+        (ErrorCode.NOT_FOUND, "conversation not found in this organization"), (ErrorCode.NOT_FOUND, "user not found")]
+    assert batches[0] == 6 and sorted(batches[1:]) == [1] * 6  # refused together, then written one by one
+    assert await totals(pool, studio) == (4, 4_000, 4_000)
+    # The refused settles let go of their claims: corrected, the same calls are charged once.
+    fixed = await billing.settle(their_conversation.model_copy(update={"conversation_id": ours}))
+    again = await billing.settle(their_conversation.model_copy(update={"conversation_id": ours}))
+    assert fixed.cost_usd_micros == again.cost_usd_micros == 3_000
+    assert await totals(pool, studio) == (5, 7_000, 7_000)
+
+
+async def test_a_retry_in_the_same_batch_is_answered_the_first_cost_and_charged_once(
+    billing: Billing, pool: asyncpg.Pool, new_conversation: Callable, batches: list[int]
+) -> None:
+    studio = await make_studio(pool, tier="pro")
+    conversation = await new_conversation(studio)
+    await billing.precheck(BudgetCheck(organization_id=studio.org.id))
+    call = settle(studio, conversation, 700)
+    settled = await asyncio.gather(*(billing.settle(call) for _ in range(4)), billing.settle(settle(studio, conversation, 1)))
+    assert [s.cost_usd_micros for s in settled] == [7_000] * 4 + [10]
+    assert batches == [2]  # one transaction, the four attempts of the call written as one
+    assert await totals(pool, studio) == (2, 7_010, 7_010)
+
+
+async def test_two_replicas_settling_one_hot_org_lose_nothing_and_release_every_hold(
+    pool: asyncpg.Pool, redis: Redis, rates: RateCard, clock: FakeClock, new_conversation: Callable
+) -> None:
+    replicas = [Billing(pool, redis, rates, clock, hold_ttl=HOLD_TTL) for _ in range(2)]
+    studio = await make_studio(pool, tier="elite")
+    conversations = [await new_conversation(studio) for _ in range(3)]
+
+    async def call(i: int) -> int:
+        core = replicas[i % 2]
+        rid = f"res-{uuid.uuid4()}"
+        held = await core.reserve(ReserveBudget(reservation_id=rid, organization_id=studio.org.id, model=MODEL,
+                                                input_tokens=10, max_output_tokens=100))
+        assert held.ok
+        req = settle(studio, conversations[i % 3], i % 50 + 1, reservation_id=rid)
+        first = await core.settle(req)
+        # Its retry reaches the other replica: the same cost, nothing more charged.
+        assert (await replicas[(i + 1) % 2].settle(req)).cost_usd_micros == first.cost_usd_micros
+        return first.cost_usd_micros
+
+    costs = await asyncio.gather(*(call(i) for i in range(200)))
+    assert sum(costs) == sum((i % 50 + 1) * 10 for i in range(200))
+    assert await totals(pool, studio) == (200, sum(costs), sum(costs))
+    snapshot = await replicas[0].usage(UsageQuery(organization_id=studio.org.id))
+    assert (snapshot.spent_usd_micros, snapshot.reserved_usd_micros) == (sum(costs), 0)
+
+
+async def test_reserve_trusts_a_tier_it_read_moments_ago_and_the_precheck_reads_it_fresh(
+    billing: Billing, pool: asyncpg.Pool, redis: Redis
+) -> None:
+    studio = await make_studio(pool, tier="lite")
+    holds = f"spotter:billing:{{{studio.org.id}}}:holds"
+
+    async def held(reservation_id: str) -> bool:
+        await billing.reserve(ReserveBudget(reservation_id=reservation_id, organization_id=studio.org.id, model=MODEL,
+                                            input_tokens=1, max_output_tokens=1))
+        return bool(await redis.hexists(holds, reservation_id))
+
+    assert await held("before")  # lite is metered: the call is held
+    await pool.execute("UPDATE organizations SET tier = 'unmetered' WHERE id = $1", studio.org.id)
+    assert await held("cached")  # within TIER_CACHE_S reserve still caps by the tier it read
+    verdict = await billing.precheck(BudgetCheck(organization_id=studio.org.id))
+    assert verdict.ok and verdict.remaining_usd_micros is None  # the precheck reads it fresh: unmetered
+    assert not await held("after")  # and reserve follows the tier the precheck read
