@@ -454,10 +454,6 @@ def main(argv: Optional[list[str]] = None) -> int:
     ap.add_argument("--seconds", type=float, default=20.0, help="length of the main run (default 20)")
     ap.add_argument("--sweep", default="8,32,128", help="concurrencies tried first (default 8,32,128)")
     ap.add_argument("--sweep-seconds", type=float, default=5.0)
-    ap.add_argument("--what-if-workers", type=int, default=0,
-                    help="then run the same again with bench/billing_whatif.py: billing's subscribers taking this many "
-                         "messages at once (not a service change; default 0: skip)")
-    ap.add_argument("--what-if-pool", type=int, default=10, help="SPOTTER_DB_POOL_MAX of the what-if billing (default 10, as shipped)")
     ap.add_argument("--json", type=Path, default=None, help="also write the raw figures here")
     args = ap.parse_args(argv)
     replicas = [int(x) for x in args.replicas.split(",")]
@@ -491,16 +487,7 @@ def main(argv: Optional[list[str]] = None) -> int:
                     if dead:
                         raise RuntimeError("process died during the benchmark: " + ", ".join(dead))
 
-        async def all_runs() -> None:
-            await runs("", None, None)
-            if args.what_if_workers:
-                stack.stop_service("billing")
-                await runs(f"what-if: max_workers={args.what_if_workers}, pool {args.what_if_pool}",
-                           [sys.executable, str(BENCH_DIR / "billing_whatif.py")],
-                           {"BENCH_BILLING_MAX_WORKERS": str(args.what_if_workers),
-                            "SPOTTER_DB_POOL_MAX": str(args.what_if_pool)})
-
-        asyncio.run(all_runs())
+        asyncio.run(runs("", None, None))
     except KeyboardInterrupt:
         say("interrupted")
         return 130
