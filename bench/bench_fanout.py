@@ -22,9 +22,9 @@ What the benchmark plays, and how:
   after publishing its command, which would need the orchestrator to run real turns). Spread over
   `client_procs` processes of bench/sse_load.py.
 
-What is measured: the gateway's whole path for a live event — its one NATS subscription
-(FastStream, contract validation), LiveEvents → EventFeed hand-off, the stream's loop (including the
-Postgres re-read it makes after each wake-up and the poll every second), sse-starlette and uvicorn —
+What is measured: the gateway's whole path for a live event — its one bare NATS subscription,
+LiveEvents → EventFeed hand-off, the stream's loop (and the replica's watchdog over quiet streams:
+one query and one Redis script a second for all of them), its SSE response (sse.py) and uvicorn —
 plus NATS and the client's socket read. Lag = arrival in the client process − the stamp (with
 `store`, the stamp is taken before the COPY, so lag includes the store; its own p50/p99 is
 reported apart). Memory: the gateway's VmRSS (its process tree) after a warm-up, with every stream
@@ -542,12 +542,6 @@ def main(argv: Optional[list[str]] = None) -> int:
     ap.add_argument("--token-seconds", type=float, default=15.0, help="measured seconds of the token phase (default 15)")
     ap.add_argument("--no-store", action="store_true", help="publish events without storing them first")
     ap.add_argument("--client-procs", type=int, default=2, help="client processes (default 2)")
-    ap.add_argument("--what-if", action="store_true",
-                    help="run the gateway through bench/gateway_whatif.py (EventFeed without the per-event re-read; "
-                         "not a service change)")
-    ap.add_argument("--poll-s", type=float, default=1.0, help="with --what-if: the feed's poll interval (default 1.0, as shipped)")
-    ap.add_argument("--gc-stats", action="store_true", help="log the gateway's garbage-collection time (via gateway_whatif.py)")
-    ap.add_argument("--gc-threshold", default="", help="what-if: the gateway's gc thresholds, e.g. 50000,50,100 (via gateway_whatif.py)")
     ap.add_argument("--json", type=Path, default=None, help="also write the raw figures here")
     args = ap.parse_args(argv)
 
@@ -559,13 +553,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     stack = SubStack({}, log_dir=BENCH_DIR / "results" / "logs" / "fanout", extra_env={"SPOTTER_LOG_LEVEL": "WARNING"})
     try:
         stack.start()
-        if args.what_if or args.gc_stats or args.gc_threshold:
-            env = {"BENCH_GATEWAY_FEED": "1" if args.what_if else "0", "BENCH_GATEWAY_POLL_S": str(args.poll_s),
-                   "BENCH_GATEWAY_GC_STATS": "1" if args.gc_stats else "0", "BENCH_GATEWAY_GC": args.gc_threshold}
-            stack.add("spotter-gateway", argv=[sys.executable, str(BENCH_DIR / "gateway_whatif.py")], env=env)
-            say(f"gateway what-if: {env}")
-        else:
-            stack.add("spotter-gateway")
+        stack.add("spotter-gateway")
         wait_http_ok(f"{stack.gateway_url}/readyz", timeout=90, watch=stack.procs.values())
         say(f"gateway up at {stack.gateway_url} (pid {stack.pids().get('gateway')})")
         result = asyncio.run(measure_fanout(
@@ -584,10 +572,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         stack.close()
     result["runtime_s"] = round(time.perf_counter() - started, 1)
     print()
-    parts = ([f"EventFeed without the per-event re-read, poll {args.poll_s:g} s"] if args.what_if else []) + (
-        [f"gc thresholds {args.gc_threshold} + gc.freeze()"] if args.gc_threshold else [])
-    what = f" — what-if gateway (bench/gateway_whatif.py: {'; '.join(parts)})" if parts else ""
-    print(f"### SSE fan-out: {args.streams} streams on one gateway{what}")
+    print(f"### SSE fan-out: {args.streams} streams on one gateway")
     print()
     print(markdown(result))
     print(f"\nWhole run (stack start included): {result['runtime_s']} s.")

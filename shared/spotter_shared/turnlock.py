@@ -61,7 +61,8 @@ class Run(enum.Enum):
     RUNNING_ELSEWHERE = 2
 
 
-def _key(conversation_id: str) -> str:
+def lease_key(conversation_id: str) -> str:
+    """The Redis key of a conversation's turn lease (the gateway's watchdog reads thousands at once)."""
     return f"spotter:turn-lock:{conversation_id}"
 
 
@@ -75,11 +76,11 @@ class TurnLock:
 
     async def claim(self, conversation_id: str, turn_id: str) -> bool:
         """Admit a turn: take (or renew) the lease for it; False when another turn holds it."""
-        return bool(await self._claim(keys=[_key(conversation_id)], args=[turn_id, self._ttl_ms]))
+        return bool(await self._claim(keys=[lease_key(conversation_id)], args=[turn_id, self._ttl_ms]))
 
     async def run(self, conversation_id: str, turn_id: str, runner: str) -> Run:
         """Take (or renew) the lease to run this turn as `runner`."""
-        return Run(int(await self._run(keys=[_key(conversation_id)], args=[turn_id, self._ttl_ms, runner])))
+        return Run(int(await self._run(keys=[lease_key(conversation_id)], args=[turn_id, self._ttl_ms, runner])))
 
     async def take(self, conversation_id: str, turn_id: str, runner: str, *, still_running: Callable[[], Awaitable[bool]],
                    poll_s: float) -> Run | None:
@@ -97,11 +98,11 @@ class TurnLock:
 
     async def release(self, conversation_id: str, turn_id: str, runner: str | None = None) -> None:
         owner = f"{turn_id}|{runner}" if runner else turn_id
-        await self._release(keys=[_key(conversation_id)], args=[owner])
+        await self._release(keys=[lease_key(conversation_id)], args=[owner])
 
     async def holder(self, conversation_id: str) -> str | None:
         """The turn that holds the conversation, if any."""
-        owner = await self._redis.get(_key(conversation_id))
+        owner = await self._redis.get(lease_key(conversation_id))
         return owner.split("|", 1)[0] if owner else None
 
     async def request_cancel(self, turn_id: str) -> None:

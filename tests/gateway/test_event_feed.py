@@ -1,15 +1,20 @@
-"""EventFeed's gap logic: live events over real NATS through the gateway's own subscription
-(LiveEvents.subscribe → EventFeed.offer), the log from a list.
+"""EventFeed's gap logic and the replica's watchdog over quiet feeds: live events over real NATS through
+the gateway's own subscription (LiveEvents.subscribe → EventFeed.offer), leases in real Redis, the log
+from a list.
 
-`ListFeed` overrides only `read_after` (no Postgres: it serves `Conversation.log` and counts its
-calls), so each test states exactly when the log is read. `Conversation.emit` stores then publishes,
-in the orchestrator's order; `store` alone is a lost publish, `publish` alone a late duplicate.
-Tests that count log reads set POLL_S far beyond their timeouts, so only a live event can wake the
-feed; tests that need a quiet poll interval shorten it instead. Nothing sleeps."""
+`ListFeed` overrides only `read_after` and `behind` (no Postgres: it serves `Conversation.log` and
+counts its calls), so each test states exactly when the log is read or looked at. `Conversation.emit`
+stores then publishes, in the orchestrator's order; `store` alone is a lost publish, `publish` alone
+a late duplicate. Tests that count log reads set POLL_S (the watchdog's period) far beyond their
+timeouts, so only a live event can wake the feed; tests that need the watchdog shorten it instead.
+Nothing sleeps."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import contextvars
+import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import aclosing
@@ -17,12 +22,18 @@ from dataclasses import dataclass, field
 
 import pytest
 from faststream.nats import NatsBroker
+from opentelemetry.instrumentation.utils import is_instrumentation_enabled
+from redis.asyncio import Redis
+from sse_starlette.sse import AppStatus
 
+from spotter_cli.devstack import StackUrls
 from spotter_gateway import streams
 from spotter_gateway.streams import EventFeed, LiveEvents, LoggedEvent, StopRule, StreamIdle
 from spotter_shared.contracts.events import ConversationEvent, Done, SseEvent, TextDelta, TurnUsage, conversation_subject
+from spotter_shared.turnlock import TurnLock
 
 WAIT_S = 5.0
+REQUEST: contextvars.ContextVar[str] = contextvars.ContextVar("request")  # stands for a request's trace context
 
 
 @dataclass
@@ -63,11 +74,26 @@ class Conversation:
 class ListFeed(EventFeed):
     """An EventFeed whose log is `conversation.log`; `reads` lists the cursor of every read."""
 
-    def __init__(self, conversation: Conversation, live: LiveEvents) -> None:
-        super().__init__(None, live, conversation.id)  # type: ignore[arg-type] — no pool: the log is a list
+    def __init__(self, conversation: Conversation, live: LiveEvents, leases: Redis | None = None) -> None:
+        super().__init__(None, live, conversation.id, leases)  # type: ignore[arg-type] — no pool: the log is a list
         self.conversation = conversation
         self.reads: list[int] = []
+        self.looks = 0  # the watchdog's looks at the log
+        self.look_contexts: list[tuple[str | None, bool]] = []  # REQUEST and whether spans are made, at each look
         self._read = asyncio.Condition()
+
+    @classmethod
+    async def behind(cls, pool: None, feeds: list[EventFeed]) -> list[EventFeed]:  # type: ignore[override]
+        found = []
+        for feed in feeds:
+            assert isinstance(feed, ListFeed)
+            feed.look_contexts.append((REQUEST.get(None), is_instrumentation_enabled()))
+            async with feed._read:
+                feed.looks += 1
+                feed._read.notify_all()
+            if any(e.seq > feed.cursor for e in feed.conversation.log):
+                found.append(feed)
+        return found
 
     async def read_after(self, after: int) -> list[LoggedEvent]:
         batch = [e for e in self.conversation.log if e.seq > after]
@@ -79,6 +105,10 @@ class ListFeed(EventFeed):
     async def until_reads(self, count: int) -> None:
         async with self._read:
             await asyncio.wait_for(self._read.wait_for(lambda: len(self.reads) >= count), WAIT_S)
+
+    async def until_looks(self, count: int) -> None:
+        async with self._read:
+            await asyncio.wait_for(self._read.wait_for(lambda: self.looks >= count), WAIT_S)
 
 
 def never(event: LoggedEvent) -> bool:
@@ -214,15 +244,15 @@ async def test_when_nothing_runs_the_log_is_read_once_more_then_the_stream_ends(
     checks: list[int] = []
 
     async def finished_just_now() -> bool:
-        # The last event lands between the feed's empty read and this check: the re-read finds it.
+        # The last event lands between the feed's read and this check: the re-read finds it.
         checks.append(len(feed.reads))
         conversation.store(2)
         return False
 
     async with events(feed, still_running=finished_just_now) as stream:
         assert [e.seq for e in await drain(stream)] == [1, 2]
-    assert checks == [2]  # asked once, after a read found nothing past 1
-    assert feed.reads == [0, 1, 1]
+    assert checks == [1]  # asked once, when the feed had nothing more to serve
+    assert feed.reads == [0, 1]
 
 
 @pytest.mark.usefixtures("quiet_after_poll")
@@ -230,7 +260,8 @@ async def test_an_idle_stream_raises_stream_idle(conversation: Conversation, fee
     async with events(feed, idle_s=0.05) as stream:
         with pytest.raises(StreamIdle):
             await drain(stream)
-    assert feed.reads and set(feed.reads) == {0}  # it polled the log while it waited
+    assert feed.reads == [0]
+    assert feed.looks > 0  # the watchdog looked at its log while it waited
     assert not feed._attached  # the feed left LiveEvents when its stream ended
 
 
@@ -259,3 +290,159 @@ async def test_a_message_that_is_not_this_conversations_event_never_reaches_the_
         assert await take(stream, 1) == [two]
     assert feed.reads == [0]
     assert feed._live == {}
+
+
+# The watchdog ---------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+async def redis(stack: StackUrls) -> AsyncIterator[Redis]:
+    client = Redis.from_url(stack.redis_url, decode_responses=True)
+    yield client
+    await client.aclose()
+
+
+@pytest.mark.usefixtures("quiet_after_poll")
+async def test_a_lost_last_publish_is_found_by_the_watchdog(conversation: Conversation, feed: ListFeed) -> None:
+    async with events(feed) as stream:
+        first = asyncio.create_task(anext(stream))
+        await feed.until_reads(1)
+        (one,) = conversation.store(1)  # stored, its publish lost, and nothing follows it
+        assert await asyncio.wait_for(first, WAIT_S) == one
+    assert feed.reads == [0, 0]
+    assert feed.looks >= 2  # found ahead twice at the same cursor before it was read
+
+
+@pytest.mark.usefixtures("no_poll")
+async def test_a_log_found_ahead_is_read_only_when_found_so_twice_without_progress(conversation: Conversation, feed: ListFeed) -> None:
+    async with events(feed) as stream:
+        first = asyncio.create_task(anext(stream))
+        await feed.until_reads(1)
+        (one,) = conversation.store(1)  # stored, its publish on the way
+        feed.found_behind()  # the watchdog's look in between: no read
+        await conversation.publish(1)
+        assert await asyncio.wait_for(first, WAIT_S) == one
+        second = asyncio.create_task(anext(stream))
+        (two,) = conversation.store(2)  # its publish lost
+        feed.found_behind()  # at cursor 1 for the first time: no read
+        await asyncio.sleep(0)
+        assert not second.done() and feed.reads == [0]
+        feed.found_behind()  # again at cursor 1: read
+        assert await asyncio.wait_for(second, WAIT_S) == two
+    assert feed.reads == [0, 1]
+
+
+@pytest.mark.usefixtures("quiet_after_poll")
+async def test_while_a_lease_is_held_the_turn_is_not_asked_about_and_when_it_is_released_the_stream_ends(
+    conversation: Conversation, live_broker: tuple[NatsBroker, LiveEvents], redis: Redis
+) -> None:
+    lock = TurnLock(redis, 60)
+    assert await lock.claim(conversation.id, conversation.turn_id)
+    conversation.store(1)
+    asked: list[str | None] = []
+
+    async def running() -> bool:
+        asked.append(await lock.holder(conversation.id))
+        return asked[-1] is not None
+
+    feed = await ListFeed(conversation, live_broker[1], leases=redis).open()
+    async with events(feed, still_running=running) as stream:
+        assert [e.seq for e in await take(stream, 1)] == [1]
+        rest = asyncio.create_task(drain(stream))
+        await feed.until_looks(3)
+        assert asked == [conversation.turn_id]  # at the start only: the held lease answered every look since
+        # The turn's last event is stored, its lease let go, and the event's publish is lost.
+        conversation.store(2)
+        await lock.release(conversation.id, conversation.turn_id)
+        assert [e.seq for e in await rest] == [2]
+    assert asked == [conversation.turn_id, None]
+    assert not feed._attached
+
+
+@pytest.mark.usefixtures("quiet_after_poll")
+async def test_a_quiet_feed_yields_an_empty_batch_as_its_keep_alive(conversation: Conversation, feed: ListFeed) -> None:
+    async with aclosing(feed.batches(0, never, 60.0, running, ping_s=0.05)) as batches:
+        assert await asyncio.wait_for(anext(batches), WAIT_S) == []
+        one = await conversation.emit(1)
+        assert await asyncio.wait_for(anext(batches), WAIT_S) == [one]
+
+
+@pytest.mark.usefixtures("no_poll")
+async def test_a_hung_up_feed_ends_its_stream_and_leaves_live_events(conversation: Conversation, feed: ListFeed) -> None:
+    async with events(feed) as stream:
+        first = asyncio.create_task(anext(stream))
+        await feed.until_reads(1)
+        feed.hang_up()
+        with pytest.raises(StopAsyncIteration):
+            await asyncio.wait_for(first, WAIT_S)
+    assert not feed._attached
+
+
+@pytest.mark.usefixtures("no_poll")
+async def test_events_ready_together_come_in_one_batch(conversation: Conversation, feed: ListFeed) -> None:
+    conversation.done_at = 4
+    stored = conversation.store(1, 2, 3, 4, 5)
+    async with aclosing(feed.batches(0, is_done, 60.0, running)) as batches:
+        assert await drain(batches) == [stored[:4]]  # one read, one batch, cut at the stop event
+    assert feed.reads == [0]
+
+
+@pytest.mark.usefixtures("quiet_after_poll")
+async def test_when_the_server_stops_the_watchdog_ends_every_stream(
+    conversation: Conversation, feed: ListFeed, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with events(feed) as stream:
+        first = asyncio.create_task(anext(stream))
+        await feed.until_reads(1)
+        monkeypatch.setattr(AppStatus, "should_exit", True)  # what uvicorn's SIGTERM handler sets (via sse-starlette)
+        with pytest.raises(StopAsyncIteration):
+            await asyncio.wait_for(first, WAIT_S)
+    assert not feed._attached
+
+
+@pytest.mark.usefixtures("quiet_after_poll")
+async def test_the_watchdog_runs_outside_the_request_that_started_it_and_makes_no_spans(
+    conversation: Conversation, live_broker: tuple[NatsBroker, LiveEvents]
+) -> None:
+    live = LiveEvents()  # no watchdog yet: this test's feed starts it
+    token = REQUEST.set("the request that opened the first stream")
+    try:
+        feed = await ListFeed(conversation, live).open()
+    finally:
+        REQUEST.reset(token)
+    async with events(feed) as stream:
+        first = asyncio.create_task(anext(stream))
+        await feed.until_looks(1)
+        feed.hang_up()
+        with pytest.raises(StopAsyncIteration):
+            await asyncio.wait_for(first, WAIT_S)
+    assert feed.look_contexts and set(feed.look_contexts) == {(None, False)}
+
+
+@pytest.mark.usefixtures("no_poll")
+async def test_the_watchdog_sends_at_most_pings_per_look_keep_alives_at_once(
+    live_broker: tuple[NatsBroker, LiveEvents], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(streams, "PINGS_PER_LOOK", 2)
+    live = live_broker[1]
+    feeds = [await ListFeed(Conversation(live_broker[0]), live).open() for _ in range(5)]
+    asked, all_waiting = [0], asyncio.Event()
+
+    async def still_running() -> bool:
+        # Its answer is the feed's last step before it waits: once all five answered, all five wait.
+        asked[0] += 1
+        if asked[0] == len(feeds):
+            all_waiting.set()
+        return True
+
+    async with contextlib.AsyncExitStack() as stack:
+        batches = [await stack.enter_async_context(aclosing(f.batches(0, never, 60.0, still_running, ping_s=0.01))) for f in feeds]
+        pending = {feed: asyncio.create_task(anext(b)) for feed, b in zip(feeds, batches)}
+        await asyncio.wait_for(all_waiting.wait(), WAIT_S)
+        for expected in (2, 2, 1):
+            await live._look(time.monotonic() + 1.0)  # a look well after every ping came due
+            pinged = [feed for feed in pending if feed._ping]
+            assert len(pinged) == expected
+            assert await asyncio.wait_for(asyncio.gather(*(pending.pop(feed) for feed in pinged)), WAIT_S) == [[]] * expected
+        for feed in feeds:
+            feed.hang_up()

@@ -6,7 +6,8 @@ import asyncio
 import logging
 import unicodedata
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
+from contextlib import aclosing
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, Path, Query, Request
@@ -14,7 +15,6 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from pydantic.alias_generators import to_camel
 from nats.errors import NoRespondersError
 from redis.exceptions import RedisError
-from sse_starlette import EventSourceResponse
 
 from spotter_shared import bus
 from spotter_shared.contracts.billing import UsageQuery
@@ -29,6 +29,7 @@ from .deps import Member, Pool, parse_uuid
 from .edges import UNREACHABLE
 from .ratelimit import LimitedStaff
 from .errors import trace_id
+from .sse import SseResponse, frame, ping
 from .streams import EventFeed, LoggedEvent, StreamIdle
 
 log = logging.getLogger(__name__)
@@ -55,35 +56,51 @@ class SendBody(BaseModel):
         return value
 
 
-def sse_response(request: Request, events: AsyncIterator[dict[str, Any]]) -> EventSourceResponse:
-    settings = request.app.state.settings
-    return EventSourceResponse(
-        events,
-        ping=int(settings.spotter_sse_ping_s),
-        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
-    )
+def feed_response(feed: EventFeed, chunks: AsyncIterator[bytes]) -> SseResponse:
+    """A stream over a feed: the client's disconnect ends the feed's wait, and the feed is closed
+    however the response ends (even one that never started its body)."""
+    return SseResponse(chunks, on_disconnect=feed.hang_up, on_close=feed.close)
 
 
-def transient_error(code: ErrorCode, message: str, trace: str, conversation_id: str | None) -> list[dict[str, Any]]:
+def frames_of(batch: list[LoggedEvent]) -> bytes:
+    return b"".join(event.frame for event in batch)
+
+
+async def sse_chunks(batches: AsyncIterator[list[LoggedEvent]], on_idle: Callable[[], bytes] | None = None,
+                     encode: Callable[[list[LoggedEvent]], bytes] = frames_of) -> AsyncIterator[bytes]:
+    """Each batch of events as one chunk of frames, an empty batch (the feed's keep-alive) as a ping;
+    a stream idle too long ends with `on_idle()`'s frames."""
+    async with aclosing(batches):
+        try:
+            async for batch in batches:
+                if not batch:
+                    yield ping()
+                elif chunk := encode(batch):
+                    yield chunk
+        except StreamIdle:
+            if on_idle is not None:
+                yield on_idle()
+
+
+def transient_error(code: ErrorCode, message: str, trace: str, conversation_id: str | None) -> bytes:
     """An error that is not part of the conversation's log (nothing happened), so it has no id."""
-    events = [{"event": "error", "data": ErrorEvent(code=code, message=message, trace_id=trace).model_dump_json()}]
+    frames = [frame(ErrorEvent(code=code, message=message, trace_id=trace).model_dump_json(), event="error")]
     if conversation_id:
         # The same `done` the orchestrator sends, with nothing used.
         done = Done(conversation_id=conversation_id, usage=TurnUsage())
-        events.append({"event": "done", "data": done.model_dump_json()})
-    return events
+        frames.append(frame(done.model_dump_json(), event="done"))
+    return b"".join(frames)
 
 
-async def _iterate(items: list[dict[str, Any]]) -> AsyncIterator[dict[str, Any]]:
-    for item in items:
-        yield item
+async def _once(chunk: bytes) -> AsyncIterator[bytes]:
+    yield chunk
 
 
-def transient_response(request: Request, code: ErrorCode, message: str, conversation_id: str) -> EventSourceResponse:
-    return sse_response(request, _iterate(transient_error(code, message, trace_id(request), conversation_id)))
+def transient_response(request: Request, code: ErrorCode, message: str, conversation_id: str) -> SseResponse:
+    return SseResponse(_once(transient_error(code, message, trace_id(request), conversation_id)))
 
 
-def busy_response(request: Request, conversation_id: str, trace: str) -> EventSourceResponse:
+def busy_response(request: Request, conversation_id: str, trace: str) -> SseResponse:
     return transient_response(request, ErrorCode.CONVERSATION_BUSY,
                               "This conversation is still answering. Wait for it to finish or cancel it.", conversation_id)
 
@@ -95,7 +112,7 @@ async def send_message(
     actor: LimitedStaff,
     db: Pool,
     idempotency_key: Annotated[str | None, Header(alias="Idempotency-Key", max_length=64)] = None,
-) -> EventSourceResponse:
+) -> SseResponse:
     settings = request.app.state.settings
     trace = trace_id(request)
     if len(body.message) > settings.spotter_max_message_chars:
@@ -125,7 +142,7 @@ async def send_message(
     return await start_turn(request, edges.send_message, command, after)
 
 
-async def start_turn(request: Request, publisher: bus.Publisher, command: TurnCommand, after: int) -> EventSourceResponse:
+async def start_turn(request: Request, publisher: bus.Publisher, command: TurnCommand, after: int) -> SseResponse:
     """Publish a turn command (its lease is held) and stream its events until its `done`. The feed
     is attached before publishing, so no event can be missed in between."""
     feed = await open_feed(request, command.conversation_id)
@@ -136,14 +153,15 @@ async def start_turn(request: Request, publisher: bus.Publisher, command: TurnCo
         await request.app.state.turn_lock.release(command.conversation_id, command.turn_id)
         log.warning("could not publish %s: %s", type(command).__name__, exc)
         raise SpotterError(ErrorCode.INTERNAL, UNREACHABLE, status=503) from exc
-    return sse_response(request, _turn_events(request, feed, command.turn_id, after))
+    return feed_response(feed, _turn_events(request, feed, command.turn_id, after))
 
 
 async def open_feed(request: Request, conversation_id: str) -> EventFeed:
-    return await EventFeed(request.app.state.pool, request.app.state.live, conversation_id).open()
+    state = request.app.state
+    return await EventFeed(state.pool, state.live, conversation_id, state.redis).open()
 
 
-async def existing_turn_stream(request: Request, turn_id: str) -> EventSourceResponse | None:
+async def existing_turn_stream(request: Request, turn_id: str) -> SseResponse | None:
     """A turn already started by the same command (same deterministic turn id): stream it from its
     first event instead of starting another."""
     db = request.app.state.pool
@@ -155,10 +173,10 @@ async def existing_turn_stream(request: Request, turn_id: str) -> EventSourceRes
         existing["conversation_id"], uuid.UUID(turn_id),
     )
     feed = await open_feed(request, str(existing["conversation_id"]))
-    return sse_response(request, _turn_events(request, feed, turn_id, (first or 1) - 1))
+    return feed_response(feed, _turn_events(request, feed, turn_id, (first or 1) - 1))
 
 
-async def _turn_events(request: Request, feed: EventFeed, turn_id: str, after: int) -> AsyncIterator[dict[str, Any]]:
+def _turn_events(request: Request, feed: EventFeed, turn_id: str, after: int) -> AsyncIterator[bytes]:
     """Events of the conversation from `after` until this turn's `done`."""
     settings = request.app.state.settings
     db = request.app.state.pool
@@ -171,12 +189,11 @@ async def _turn_events(request: Request, feed: EventFeed, turn_id: str, after: i
         # Not yet picked up (the command waits in JetStream) counts as running.
         return status is None or status == "running"
 
-    try:
-        async for event in feed.events(after, stop, settings.spotter_stream_idle_timeout_s, running):
-            yield event.sse()
-    except StreamIdle:
-        for item in transient_error(ErrorCode.INTERNAL, "No progress from the assistant; the turn may still finish — reopen the conversation.", trace_id(request), None):
-            yield item
+    def idle() -> bytes:
+        return transient_error(ErrorCode.INTERNAL, "No progress from the assistant; the turn may still finish — reopen the conversation.",
+                               trace_id(request), None)
+
+    return sse_chunks(feed.batches(after, stop, settings.spotter_stream_idle_timeout_s, running, settings.spotter_sse_ping_s), idle)
 
 
 @router.get("/conversations/{conversationId}/events")
@@ -187,7 +204,7 @@ async def replay_events(
     conversation_id: Annotated[str, Path(alias="conversationId")],
     after: Annotated[int | None, Query(ge=0)] = None,
     last_event_id: Annotated[str | None, Header(alias="Last-Event-ID")] = None,
-) -> EventSourceResponse:
+) -> SseResponse:
     conversation = await conversations.owned_conversation(db, actor, parse_uuid(conversation_id, "conversationId"))
     cursor = after if after is not None else _parse_last_event_id(last_event_id)
     lock: TurnLock = request.app.state.turn_lock
@@ -202,15 +219,10 @@ async def replay_events(
         return bool(await db.fetchval(
             "SELECT 1 FROM ai_turns WHERE conversation_id = $1 AND status = 'running' LIMIT 1", conversation["id"]))
 
-    async def events() -> AsyncIterator[dict[str, Any]]:
-        feed = await open_feed(request, cid)
-        try:
-            async for event in feed.events(cursor, lambda e: False, request.app.state.settings.spotter_stream_idle_timeout_s, running):
-                yield event.sse()
-        except StreamIdle:
-            return
-
-    return sse_response(request, events())
+    settings = request.app.state.settings
+    feed = await open_feed(request, cid)
+    return feed_response(feed, sse_chunks(feed.batches(cursor, lambda e: False, settings.spotter_stream_idle_timeout_s, running,
+                                                       settings.spotter_sse_ping_s)))
 
 
 def _parse_last_event_id(value: str | None) -> int:

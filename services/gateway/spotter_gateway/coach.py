@@ -10,14 +10,14 @@ from __future__ import annotations
 import json
 import logging
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
+from contextlib import aclosing
 from typing import Annotated, Any
 
 import asyncpg
 from fastapi import APIRouter, Depends, Header, Path, Query, Request
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
-from sse_starlette import EventSourceResponse
 
 from spotter_shared import bus
 from spotter_shared.contracts.coach import MAX_MESSAGE_CHARS, CoachRun, CreateCoachSession
@@ -27,9 +27,10 @@ from spotter_shared.sessions import ACTIVE_STATUSES, SessionReader, SessionRecor
 from spotter_shared.turnlock import TurnLock
 
 from . import edges
-from .agent import sse_response
+from .agent import feed_response, sse_chunks
 from .deps import Member, Pool, parse_uuid
 from .errors import trace_id
+from .sse import SseResponse, frame
 from .streams import LoggedEvent, SessionFeed, StreamIdle
 
 log = logging.getLogger(__name__)
@@ -91,7 +92,7 @@ def frames(event: LoggedEvent, session_id: str) -> list[dict[str, Any]]:
                         "traceId": meta.get("traceId")})
         case "coach.run_completed":
             out.append({"type": "done", "sessionId": session_id})
-    items = [{"data": json.dumps(frame, ensure_ascii=False)} for frame in out]
+    items = [{"data": json.dumps(item, ensure_ascii=False)} for item in out]
     if items:
         items[-1]["id"] = str(event.seq)
     return items
@@ -120,7 +121,7 @@ async def _start(request: Request, body: CoachBody, actor: Actor, idempotency_ke
     command = CoachRun(command_id=idempotency_key or run_id, run_id=run_id, session_id=session_id, is_new=session is None,
                        actor=actor, message=body.message, current_workout=body.current_workout, model=body.model,
                        trace_id=trace_id(request))
-    feed = await SessionFeed(db, request.app.state.live, session_id).open()
+    feed = await SessionFeed(db, request.app.state.live, session_id, request.app.state.redis).open()
     try:
         await bus.publish(edges.coach_run, command, headers=bus.publish_headers(msg_id=command.command_id, trace_id=command.trace_id))
     except Exception as exc:
@@ -131,7 +132,7 @@ async def _start(request: Request, body: CoachBody, actor: Actor, idempotency_ke
     return _Started(session_id, run_id, session.last_sequence if session else 0, feed)
 
 
-async def _run_events(request: Request, started: _Started) -> AsyncIterator[LoggedEvent]:
+def _run_batches(request: Request, started: _Started, ping_s: float | None = None) -> AsyncIterator[list[LoggedEvent]]:
     """The session's events from before the run until its `coach.run_completed`."""
     db = request.app.state.pool
 
@@ -145,24 +146,33 @@ async def _run_events(request: Request, started: _Started) -> AsyncIterator[Logg
             """SELECT 1 FROM session_events WHERE session_id = $1 AND event_type = 'coach.run_completed'
                 AND metadata->>'runId' = $2""", uuid.UUID(started.session_id), started.run_id)
 
-    async for event in started.feed.events(started.after, stop, request.app.state.settings.spotter_stream_idle_timeout_s, running):
-        yield event
+    return started.feed.batches(started.after, stop, request.app.state.settings.spotter_stream_idle_timeout_s, running, ping_s)
+
+
+async def _events(batches: AsyncIterator[list[LoggedEvent]]) -> AsyncIterator[LoggedEvent]:
+    async with aclosing(batches):
+        async for batch in batches:
+            for event in batch:
+                yield event
+
+
+def encoder(session_id: str) -> Callable[[list[LoggedEvent]], bytes]:
+    """A batch of session events as their seed 003 §8 frames, encoded."""
+    def encode(batch: list[LoggedEvent]) -> bytes:
+        return b"".join(frame(item["data"], id=item.get("id")) for event in batch for item in frames(event, session_id))
+    return encode
 
 
 @router.post("/stream")
 async def stream(request: Request, body: CoachBody, actor: LimitedMember,
-                 idempotency_key: Annotated[str | None, Header(alias="Idempotency-Key", max_length=64)] = None) -> EventSourceResponse:
+                 idempotency_key: Annotated[str | None, Header(alias="Idempotency-Key", max_length=64)] = None) -> SseResponse:
     started = await _start(request, body, actor, idempotency_key)
 
-    async def items() -> AsyncIterator[dict[str, Any]]:
-        try:
-            async for event in _run_events(request, started):
-                for item in frames(event, started.session_id):
-                    yield item
-        except StreamIdle:
-            yield {"data": json.dumps({"type": "error", "message": "No progress from your coach; try again.", "code": "internal"})}
+    def idle() -> bytes:
+        return frame(json.dumps({"type": "error", "message": "No progress from your coach; try again.", "code": "internal"}))
 
-    return sse_response(request, items())
+    batches = _run_batches(request, started, request.app.state.settings.spotter_sse_ping_s)
+    return feed_response(started.feed, sse_chunks(batches, idle, encoder(started.session_id)))
 
 
 @router.post("/chat")
@@ -176,7 +186,7 @@ async def chat(request: Request, body: CoachBody, actor: LimitedMember,
     iterations = 0
     error: dict[str, Any] | None = None
     try:
-        async for event in _run_events(request, started):
+        async for event in _events(_run_batches(request, started)):
             meta = event.data.get("metadata", {})
             if event.type == "agent.tool_result" and meta.get("success"):
                 result = meta.get("result") or {}
@@ -264,22 +274,16 @@ async def session(actor: Member, db: Pool, session_id: SessionId) -> dict[str, A
 @router.get("/sessions/{sessionId}/events")
 async def replay(request: Request, actor: Member, db: Pool, session_id: SessionId,
                  after: Annotated[int | None, Query(ge=0)] = None,
-                 last_event_id: Annotated[str | None, Header(alias="Last-Event-ID")] = None) -> EventSourceResponse:
+                 last_event_id: Annotated[str | None, Header(alias="Last-Event-ID")] = None) -> SseResponse:
     """The session's frames after `Last-Event-ID` (or `?after=`), then live while a run goes on."""
     record = await _own(SessionReader(db, actor.organization_id, "agent"), actor, parse_uuid(session_id, "sessionId"))
     cursor = after if after is not None else (int(last_event_id) if last_event_id and last_event_id.isdigit() else 0)
     lock: TurnLock = request.app.state.turn_lock
-    feed = await SessionFeed(db, request.app.state.live, record.id).open()
+    feed = await SessionFeed(db, request.app.state.live, record.id, request.app.state.redis).open()
 
     async def running() -> bool:
         return bool(await lock.holder(record.id))
 
-    async def items() -> AsyncIterator[dict[str, Any]]:
-        try:
-            async for event in feed.events(cursor, lambda _: False, request.app.state.settings.spotter_stream_idle_timeout_s, running):
-                for item in frames(event, record.id):
-                    yield item
-        except StreamIdle:
-            return
-
-    return sse_response(request, items())
+    settings = request.app.state.settings
+    batches = feed.batches(cursor, lambda _: False, settings.spotter_stream_idle_timeout_s, running, settings.spotter_sse_ping_s)
+    return feed_response(feed, sse_chunks(batches, encode=encoder(record.id)))

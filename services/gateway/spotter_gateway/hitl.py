@@ -9,7 +9,6 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Path, Query, Request
 from pydantic import BaseModel, ConfigDict, Field
-from sse_starlette import EventSourceResponse
 
 from spotter_shared import bus
 from spotter_shared.contracts.commands import (
@@ -22,6 +21,7 @@ from .agent import UNREACHABLE, busy_response, existing_turn_stream, start_turn
 from .deps import Member, Pool, Staff, parse_uuid
 from .ratelimit import LimitedStaff
 from .errors import trace_id
+from .sse import SseResponse
 
 router = APIRouter(prefix="/organizations/{orgId}/agent/conversations/{conversationId}")
 audit_router = APIRouter()
@@ -70,7 +70,7 @@ def refusal(exc: RemoteError | TimeoutError) -> Busy | SpotterError:
 
 async def _resolve(request: Request, actor: Actor, conversation_id: uuid.UUID, tool_use_id: str,
                    command: Literal["confirm", "pick", "undo"], publisher: bus.Publisher,
-                   make: Callable[..., TurnCommand], picked_id: str | None = None) -> EventSourceResponse:
+                   make: Callable[..., TurnCommand], picked_id: str | None = None) -> SseResponse:
     cid, trace = str(conversation_id), trace_id(request)
     question = AdmitCommand(command=command, conversation_id=cid, tool_use_id=tool_use_id, picked_id=picked_id,
                             actor=actor, trace_id=trace)
@@ -90,21 +90,21 @@ async def _resolve(request: Request, actor: Actor, conversation_id: uuid.UUID, t
 
 
 @router.post("/confirm/{toolUseId}")
-async def confirm(request: Request, body: ConfirmBody, actor: LimitedStaff, db: Pool, conversation_id: ConversationId, tool_use_id: ToolUseId) -> EventSourceResponse:
+async def confirm(request: Request, body: ConfirmBody, actor: LimitedStaff, db: Pool, conversation_id: ConversationId, tool_use_id: ToolUseId) -> SseResponse:
     conversation = await conversations.owned_conversation(db, actor, parse_uuid(conversation_id, "conversationId"))
     return await _resolve(request, actor, conversation["id"], tool_use_id, "confirm", edges.confirm_tool,
                           lambda **kw: ConfirmTool(**kw, tool_use_id=tool_use_id, approved=body.approved))
 
 
 @router.post("/pick/{toolUseId}")
-async def pick(request: Request, body: PickBody, actor: LimitedStaff, db: Pool, conversation_id: ConversationId, tool_use_id: ToolUseId) -> EventSourceResponse:
+async def pick(request: Request, body: PickBody, actor: LimitedStaff, db: Pool, conversation_id: ConversationId, tool_use_id: ToolUseId) -> SseResponse:
     conversation = await conversations.owned_conversation(db, actor, parse_uuid(conversation_id, "conversationId"))
     return await _resolve(request, actor, conversation["id"], tool_use_id, "pick", edges.pick_tool,
                           lambda **kw: PickTool(**kw, tool_use_id=tool_use_id, picked_id=body.id), picked_id=body.id)
 
 
 @router.post("/undo/{toolUseId}")
-async def undo(request: Request, actor: LimitedStaff, db: Pool, conversation_id: ConversationId, tool_use_id: ToolUseId) -> EventSourceResponse:
+async def undo(request: Request, actor: LimitedStaff, db: Pool, conversation_id: ConversationId, tool_use_id: ToolUseId) -> SseResponse:
     conversation = await conversations.owned_conversation(db, actor, parse_uuid(conversation_id, "conversationId"))
     return await _resolve(request, actor, conversation["id"], tool_use_id, "undo", edges.undo_tool,
                           lambda **kw: UndoTool(**kw, tool_use_id=tool_use_id))
