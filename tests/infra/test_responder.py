@@ -14,6 +14,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 import pytest
 from faststream.nats import NatsBroker, NatsRouter
 from nats.errors import NoRespondersError
+from opentelemetry import context, trace
+from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
 from pydantic import Field
 
 from spotter_shared import bus, telemetry
@@ -171,3 +173,46 @@ async def test_stop_answers_the_requests_in_flight_and_takes_no_more(broker: Nat
     assert (await in_flight).words == "last"
     with pytest.raises(NoRespondersError):
         await broker.connection.request(ep.subject, Ask(word="late").to_bytes(), timeout=TIMEOUT)
+
+
+async def test_a_requester_asks_on_the_bare_connection_and_carries_the_trace(broker: NatsBroker) -> None:
+    """The asking side (bus.Requester): reply contracts, typed refusals, the current trace carried in
+    `traceparent`, and NATS's own no-responders and timeout errors, as the services expect them."""
+    ep = endpoint()
+    asking = NatsRouter()
+    ask = bus.requester(asking, ep)
+    broker.include_router(asking)
+    await serve(broker, ep, repeat)
+
+    assert (await ask(Ask(word="hi"), timeout=TIMEOUT)).words == "hi@ctx"
+    with pytest.raises(RemoteError) as refused:
+        await ask(Ask(word="gone"), timeout=TIMEOUT)
+    assert (refused.value.code, refused.value.message) == (ErrorCode.NOT_FOUND, "no such word")
+
+    trace_id = secrets.token_hex(16)
+    parent = SpanContext(int(trace_id, 16), int(secrets.token_hex(8), 16), is_remote=True,
+                         trace_flags=TraceFlags(TraceFlags.SAMPLED))
+    token = context.attach(trace.set_span_in_context(NonRecordingSpan(parent)))
+    try:
+        assert (await ask(Ask(word="t"), timeout=TIMEOUT)).trace_id == trace_id
+    finally:
+        context.detach(token)
+
+    silent = endpoint()
+    nobody = bus.requester(asking, silent)
+    broker.include_router(asking)
+    with pytest.raises(NoRespondersError):
+        await nobody(Ask(word="x"), timeout=TIMEOUT)
+
+    stuck, release = endpoint(), asyncio.Event()
+
+    async def never(body: Ask, context: object) -> Answer:
+        await release.wait()
+        return Answer(words="late")
+
+    ask_stuck = bus.requester(asking, stuck)
+    broker.include_router(asking)
+    await serve(broker, stuck, never)
+    with pytest.raises(TimeoutError):
+        await ask_stuck(Ask(word="x"), timeout=0.3)
+    release.set()
