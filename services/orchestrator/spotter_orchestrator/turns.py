@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from spotter_shared import bus, metrics, telemetry
+from spotter_shared.contracts.billing import BudgetVerdict
 from spotter_shared.contracts.commands import (
     Actor, Admission, AdmitCommand, CancelSuspended, CancelTurn, ConfirmTool, ConversationFlags, OrganizeConversation,
     PickTool, SendMessage, TurnCommand, UndoTool,
@@ -113,16 +114,16 @@ class TurnRunner:
 
     # Commands -------------------------------------------------------------------------------------
     async def send(self, cmd: SendMessage, delivery: Delivery) -> None:
-        # A first delivery has not stored its message yet, so it will search for ambient context: the
-        # search starts now, beside the turn's set-up, as it is the longest step before the model call.
-        ambient = self._ambient(cmd) if delivery.attempt == 1 else None
+        # A first delivery has not stored its message yet, so it will check the budget and search for
+        # ambient context: both start now, beside the turn's set-up, as they are on the way to the model call.
+        asked = FirstQuestions.ask(self._peers, cmd) if delivery.attempt == 1 else None
         try:
             turn = await self._store.begin_turn(cmd, self._settings.spotter_model)
             outcome = await self._turn(_meta(cmd), turn, delivery,
-                                       lambda emitter, t: self._run_send(cmd, t, emitter, delivery, ambient))
+                                       lambda emitter, t: self._run_send(cmd, t, emitter, delivery, asked))
         finally:
-            if ambient is not None:
-                ambient.cancel()  # nothing when it was used; a turn not run here needs no context
+            if asked is not None:
+                asked.drop()
         # The title also when a replica died making it: the command comes back after the turn
         # finished, and the repeated call takes over the dead one's budget hold (`<turn>:title`).
         untitled = (turn.status == "completed"
@@ -263,11 +264,8 @@ class TurnRunner:
                 TurnFailed(trace_id=meta.trace_id, org_id=meta.organization_id, endpoint=meta.endpoint, code=code).log(log)
 
     # send -------------------------------------------------------------------------------------------
-    def _ambient(self, cmd: SendMessage) -> asyncio.Task[list[AmbientHit]]:
-        return asyncio.create_task(self._peers.ambient(cmd.actor.organization_id, cmd.message, cmd.trace_id))
-
     async def _run_send(self, cmd: SendMessage, turn: TurnRecord, emitter: Emitter, delivery: Delivery,
-                        ambient_search: asyncio.Task[list[AmbientHit]] | None = None) -> Outcome:
+                        asked: FirstQuestions | None = None) -> Outcome:
         logged = await self._store.turn_events(cmd.conversation_id, cmd.turn_id) if turn.attempts > 1 else []
         if cmd.is_new and not any(e["type"] == "conversation_started" for e in logged):
             await emitter.emit(ConversationStarted(conversation_id=cmd.conversation_id))
@@ -282,17 +280,17 @@ class TurnRunner:
             # Ambient search runs once per user message (a redelivered turn replays the stored block).
             # It embeds the message (tens of ms for a new one), so it runs while the budget is checked
             # and any open batch is closed, not after: it is on the way to the first token.
-            ambient_search = ambient_search or self._ambient(cmd)
+            asked = asked or FirstQuestions.ask(self._peers, cmd)
             try:
-                verdict = await self._peers.precheck(cmd.actor.organization_id, cmd.trace_id)
+                verdict = await asked.budget
                 if not verdict.ok:
                     return Failed(ErrorCode.AGENT_BUDGET_EXCEEDED, verdict.message or "Daily AI budget reached.")
                 await self._close_open_batch(cmd, stored, "superseded_by_user",
                                              "The user sent a new message instead of answering; this was not run.")
                 await delivery.keepalive()
-                ambient = await ambient_search
+                ambient = await asked.ambient
             finally:
-                ambient_search.cancel()  # nothing when it is done; a refused or failed turn needs no context
+                asked.drop()
             page = cmd.page_context.model_dump(mode="json") if cmd.page_context else {}
             page[TURN_CONTEXT_KEY] = turn_context(org, cmd.actor, cmd.page_context, ambient, datetime.now(UTC))
             await self._store.append_message(cmd.conversation_id, cmd.turn_id, "user",
@@ -501,6 +499,30 @@ class TurnRunner:
         except Exception:  # noqa: BLE001
             log.exception("recent activity for the turn could not be read; going on without it")
             return None
+
+
+@dataclass(frozen=True)
+class FirstQuestions:
+    """What a new user message asks before its model call (the budget's pre-check and ambient search),
+    asked at once and side by side; each is awaited where the turn needs it."""
+
+    budget: asyncio.Task[BudgetVerdict]
+    ambient: asyncio.Task[list[AmbientHit]]
+
+    @classmethod
+    def ask(cls, peers: Peers, cmd: SendMessage) -> FirstQuestions:
+        org = cmd.actor.organization_id
+        return cls(budget=asyncio.create_task(peers.precheck(org, cmd.trace_id)),
+                   ambient=asyncio.create_task(peers.ambient(org, cmd.message, cmd.trace_id)))
+
+    def drop(self) -> None:
+        """Cancel what is still asked (a refused, failed or duplicate turn has no use for it); a
+        failure nobody awaited is taken here, so it is not reported as never retrieved."""
+        for task in (self.budget, self.ambient):
+            if not task.done():
+                task.cancel()
+            elif not task.cancelled():
+                task.exception()
 
 
 _ENDPOINTS: dict[type, Endpoint] = {SendMessage: "messages", ConfirmTool: "confirm", PickTool: "pick", UndoTool: "undo",
