@@ -126,9 +126,10 @@ async def send_message(
         conversation_id = str(uuid.uuid5(_IDEMPOTENCY_NS, f"conversation:{turn_id}")) if idempotency_key else str(uuid.uuid4())
         is_new, after = True, 0
 
-    replay = await existing_turn_stream(request, turn_id)
+    # A retried POST with the same Idempotency-Key: replay that turn instead of starting one. Without a
+    # key the command id was just drawn, so there is no such turn to look for.
+    replay = await existing_turn_stream(request, turn_id) if idempotency_key else None
     if replay is not None:
-        # A retried POST with the same Idempotency-Key: replay that turn instead of starting one.
         return replay
 
     lock: TurnLock = request.app.state.turn_lock
