@@ -33,6 +33,8 @@ def _complete(spans: list[Span]) -> bool:
     return ({"tool-runner.execute"} <= names and any(n.startswith("chat ") for n in names)
             and {s.service for s in spans} >= {"spotter-gateway", "spotter-orchestrator", "spotter-tool-runner",
                                                "spotter-billing", "spotter-rag"}
+            # the request's own span, exported by the gateway in a batch of its own once the stream closed
+            and any(s.service == "spotter-gateway" and s.kind == "server" for s in spans)
             # the turn's model calls settled, and the command's consumer span, which ends last (after the title)
             and sum(s.name.startswith("spotter.billing.settle") and s.kind == "consumer" for s in spans) >= 2
             and any(s.kind == "consumer" and "spotter.cmd.turn.send" in s.name and s.service == "spotter-orchestrator"

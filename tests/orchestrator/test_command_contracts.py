@@ -31,7 +31,7 @@ from spotter_gateway import edges as gateway
 from spotter_gateway.settings import GatewaySettings
 from spotter_gateway.streams import LiveEvents
 from spotter_orchestrator import edges as orchestrator_edges
-from spotter_orchestrator.handlers import build_router, durable_name
+from spotter_orchestrator.handlers import build_router, durable_name, responders, router
 from spotter_orchestrator.settings import OrchestratorSettings
 from spotter_orchestrator.turns import Delivery
 from spotter_shared import bus
@@ -166,15 +166,28 @@ def settings(private_nats: str) -> OrchestratorSettings:
     return OrchestratorSettings(nats_url=private_nats, spotter_env="test")
 
 
+class CurrentCore:
+    """The core the responders are given: the test's own fresh one (see `core`), looked up per call,
+    since the responders are started once for the module."""
+
+    def __init__(self, broker: NatsBroker) -> None:
+        self._broker = broker
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._broker.context.get(CORE), name)
+
+
 @pytest.fixture(scope="module")
 async def orchestrator(settings: OrchestratorSettings) -> AsyncIterator[NatsBroker]:
     """The orchestrator's broker as main.create_app assembles it, started the way its lifespan does."""
-    broker = service_broker("orchestrator", settings, build_router(settings), orchestrator_edges.router)
+    broker = service_broker("orchestrator", settings, build_router(settings), router, orchestrator_edges.router)
     broker.context.set_global(CORE, RecordingCore(settings))
     await broker.connect()
     await ensure_streams(broker)
+    serving = await responders.start(broker, CurrentCore(broker))
     await broker.start()
     yield broker
+    await serving.stop()
     await broker.stop()
 
 

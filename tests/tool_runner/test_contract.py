@@ -1,5 +1,5 @@
 """Contract tests of the tool-runner's subjects (catalog, execute, undo, calls, resolve, close) over a
-real NATS server, served by the broker `create_app` builds."""
+real NATS server, answered by the tool-runner's responders on its broker, assembled as `create_app` does."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator
 import asyncpg
 import pytest
 from faststream.nats import NatsBroker
+from redis.asyncio import Redis
 
 from spotter_shared.bus import request
 from spotter_shared.contracts.base import ERROR_HEADER, ErrorReply
@@ -33,8 +34,11 @@ from spotter_shared.contracts.tools import (
     UndoRequest,
 )
 from spotter_shared.errors import RemoteError
-from spotter_shared.service import CORE
-from spotter_tool_runner.main import ToolRunnerSettings, create_app
+from spotter_shared.service import service_broker
+from spotter_tool_runner import edges
+from spotter_tool_runner.coach.tools import CoachTools
+from spotter_tool_runner.handlers import build_responders
+from spotter_tool_runner.main import SERVICE, ToolRunnerSettings
 from spotter_tool_runner.runner import ToolRunner
 from spotter_tool_runner.tools import REGISTRY
 
@@ -44,13 +48,16 @@ from .helpers import new_conversation, succeeded
 
 
 @pytest.fixture
-async def broker(stack, pool: asyncpg.Pool) -> AsyncIterator[NatsBroker]:
-    broker = create_app(ToolRunnerSettings(nats_url=stack.nats_url, tool_runner_max_workers=4)).broker
-    # What the app's lifespan would do once its pool is open; here the tests' pool is the one.
-    broker.context.set_global(CORE, ToolRunner(pool, REGISTRY))
+async def broker(stack, pool: asyncpg.Pool, redis: Redis) -> AsyncIterator[NatsBroker]:
+    responders = build_responders(max_workers=4)
+    broker = service_broker(SERVICE, ToolRunnerSettings(nats_url=stack.nats_url), responders.router, edges.router)
     async with broker:
+        # What the app's lifespan would do once its pool is open; here the tests' pool is the one.
+        serving = await responders.start(broker, ToolRunner(pool, REGISTRY), CoachTools(pool, redis))
         await broker.start()
         yield broker
+        for group in serving:
+            await group.stop()
 
 
 async def raw_request(broker: NatsBroker, subject: str, payload: bytes):

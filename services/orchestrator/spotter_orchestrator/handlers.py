@@ -1,7 +1,11 @@
 """What the orchestrator consumes, at module level: the five durable turn commands, the cancel
 broadcast, the admission request, pin/archive, the human activity bridge and the member coach (what it sends is declared in edges.py). Each handler
 validates (its parameter is the contract), calls the core and acknowledges; the core knows
-nothing of NATS."""
+nothing of NATS.
+
+The admission request (asked before every turn) and pin/archive answer on the bare NATS connection
+(`bus.Responders`: no FastStream middleware per message, many at once); their router declares them
+for the AsyncAPI document and is never subscribed by FastStream."""
 
 from __future__ import annotations
 
@@ -49,6 +53,11 @@ COACH = "coach"
 Coach = Annotated[CoachRunner, FromContext(COACH)]
 
 COMMAND_ENDPOINTS: tuple[Endpoint[Any, Any], ...] = (SEND_MESSAGE, CONFIRM_TOOL, PICK_TOOL, UNDO, CANCEL_SUSPENDED, COACH_RUN)
+
+# The request endpoints answered by `bus.Responders` (see above); build_router has the rest.
+router = NatsRouter()
+responders = bus.Responders(router)
+
 
 def durable_name(ep: Endpoint[Any, Any]) -> str:
     # One durable pull consumer per command subject on the commands stream, shared by replicas.
@@ -99,10 +108,12 @@ async def on_cancel(body: CancelTurn, core: Core) -> None:
     core.cancel_running(body.turn_id)
 
 
+@responders(ADMIT)
 async def on_admit(body: AdmitCommand, core: Core) -> Admission:
     return await core.admit(body)
 
 
+@responders(ORGANIZE_CONVERSATION)
 async def on_organize(body: OrganizeConversation, core: Core) -> ConversationFlags:
     return await core.organize(body)
 
@@ -138,8 +149,6 @@ def build_router(settings: OrchestratorSettings) -> NatsRouter:
         )(HANDLERS[ep.subject])
     bus.subscriber(router, CANCEL_TURN)(on_cancel)
     bus.subscriber(router, TOOLS_CHANGED)(on_tools_changed)
-    bus.subscriber(router, ADMIT)(on_admit)
-    bus.subscriber(router, ORGANIZE_CONVERSATION)(on_organize)
     bus.subscriber(router, START_HUMAN_SESSION)(on_human_start)
     bus.subscriber(router, STOP_HUMAN_SESSION)(on_human_stop)
     bus.subscriber(router, RECORD_HUMAN_EVENTS)(on_human_record)

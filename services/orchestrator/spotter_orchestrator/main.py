@@ -6,6 +6,7 @@ from datetime import timedelta
 
 from faststream import FastStream
 
+from spotter_shared import bus
 from spotter_shared.bus import LivePublisher, consumer_lag, prune_consumers
 from spotter_shared.contracts.commands import COMMANDS_STREAM
 from spotter_shared.service import Infra, run_app, service_app, service_broker
@@ -13,7 +14,7 @@ from spotter_shared.turnlock import TurnLock
 
 from . import edges
 from .coach.runner import CoachRunner
-from .handlers import COACH, COMMAND_ENDPOINTS, HUMAN, build_router, durable_name
+from .handlers import COACH, COMMAND_ENDPOINTS, HUMAN, build_router, durable_name, responders, router
 from .human import HumanBridge, IdleSweep
 from .model import ModelClient
 from .peers import Peers
@@ -23,9 +24,10 @@ from .turns import TurnRunner
 
 
 def create_app(settings: OrchestratorSettings) -> FastStream:
-    broker = service_broker("orchestrator", settings, build_router(settings), edges.router)
+    broker = service_broker("orchestrator", settings, build_router(settings), router, edges.router)
     model = ModelClient(settings)
     sweeps: list[IdleSweep] = []
+    serving: list[bus.Serving] = []
 
     async def make_core(infra: Infra) -> TurnRunner:
         durables = [durable_name(ep) for ep in COMMAND_ENDPOINTS]
@@ -42,14 +44,24 @@ def create_app(settings: OrchestratorSettings) -> FastStream:
                           every_s=settings.spotter_human_session_sweep_s)
         sweep.start()
         sweeps.append(sweep)
-        return TurnRunner(settings, Store(infra.pool), peers, model, lock, events=LivePublisher(broker, edges.conversation_events), cancels=edges.cancel_broadcast)
+        runner = TurnRunner(settings, Store(infra.pool), peers, model, lock, events=LivePublisher(broker, edges.conversation_events), cancels=edges.cancel_broadcast)
+        serving.append(await responders.start(infra.broker, runner))
+        return runner
 
     async def stop() -> None:
         for sweep in sweeps:
             await sweep.stop()
         await model.close()
 
-    return service_app("orchestrator", settings, broker, make_core, on_stop=stop)
+    app = service_app("orchestrator", settings, broker, make_core, on_stop=stop)
+
+    @app.on_shutdown
+    async def stop_answering() -> None:
+        # Before the broker closes the connection: take no more requests, answer the ones in flight.
+        while serving:
+            await serving.pop().stop()
+
+    return app
 
 
 def run() -> None:

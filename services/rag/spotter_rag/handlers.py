@@ -1,6 +1,11 @@
 """Rag's subscribers: ambient search, hybrid search, embeddings and re-index (requests, queue
 group "rag"), and the durable ENTITIES_CHANGED consumer that keeps the index in step. Each
-handler validates (its parameter is the contract), calls the core and answers or acknowledges."""
+handler validates (its parameter is the contract), calls the core and answers or acknowledges.
+
+The requests answer on the bare NATS connection (`bus.Responders`: no FastStream middleware per
+message, many at once; an ambient search is on the way to every turn's first token); the router
+declares them for the AsyncAPI document and is never subscribed by FastStream. The durable
+consumer stays on FastStream, whose JetStream pull and acknowledgement it needs."""
 
 from __future__ import annotations
 
@@ -28,25 +33,26 @@ Core = Annotated[Rag, FromContext(CORE)]
 Broker = Annotated[NatsBroker, FromContext("broker")]
 
 router = NatsRouter()
+responders = bus.Responders(router)
 
 
 # Core NATS with a queue group: replicas share the load and a late answer is useless anyway.
-@bus.subscriber(router, AMBIENT_SEARCH)
+@responders(AMBIENT_SEARCH)
 async def ambient_search(query: AmbientQuery, core: Core) -> AmbientResult:
     return await core.ambient(query)
 
 
-@bus.subscriber(router, HYBRID_SEARCH)
+@responders(HYBRID_SEARCH)
 async def hybrid_search(query: SearchQuery, core: Core) -> SearchResult:
     return await core.hybrid(query)
 
 
-@bus.subscriber(router, EMBED)
+@responders(EMBED)
 async def embed(request: EmbedRequest, core: Core) -> EmbedResult:
     return await core.embed(request)
 
 
-@bus.subscriber(router, REINDEX)
+@responders(REINDEX)
 async def reindex(request: ReindexRequest, core: Core) -> ReindexResult:
     return await core.reindex(request)
 

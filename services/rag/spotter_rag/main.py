@@ -9,13 +9,14 @@ import logging
 from faststream import FastStream
 from redis.asyncio import Redis
 
+from spotter_shared import bus
 from spotter_shared.bus import consumer_lag, prune_consumers
 from spotter_shared.contracts.rag import RAG_INDEXER_DURABLE, RAG_STREAM
 from spotter_shared.service import Infra, run_app, service_app, service_broker
 
 from .core import HybridSearch
 from .embeddings import E5Embedder, Embedder, MemoEmbedder, VoyageEmbedder
-from .handlers import build_router, router
+from .handlers import build_router, responders, router
 from .indexer import Indexer, Sweeper
 from .rag import Rag
 from .settings import RagSettings
@@ -35,6 +36,7 @@ def provider(settings: RagSettings) -> Embedder:
 def create_app(settings: RagSettings) -> FastStream:
     broker = service_broker("spotter-rag", settings, router, build_router(settings))
     closing: list = []
+    serving: list[bus.Serving] = []
 
     async def make_core(infra: Infra) -> Rag:
         await prune_consumers(broker, RAG_STREAM, {RAG_INDEXER_DURABLE})
@@ -60,7 +62,9 @@ def create_app(settings: RagSettings) -> FastStream:
         closing.append((sweeper, inner, memo_redis))
         log.info("rag: embeddings %s (%d d), sweep every %ss", embedder.model, embedder.dimensions,
                  settings.rag_sweep_interval_s)
-        return Rag(search=search, indexer=indexer, embedder=embedder)
+        rag = Rag(search=search, indexer=indexer, embedder=embedder)
+        serving.append(await responders.start(infra.broker, rag))
+        return rag
 
     async def on_stop() -> None:
         for sweeper, inner, memo_redis in closing:
@@ -72,7 +76,15 @@ def create_app(settings: RagSettings) -> FastStream:
             await memo_redis.aclose()
         closing.clear()
 
-    return service_app("rag", settings, broker, make_core, on_stop=on_stop)
+    app = service_app("rag", settings, broker, make_core, on_stop=on_stop)
+
+    @app.on_shutdown
+    async def stop_answering() -> None:
+        # Before the broker closes the connection: take no more requests, answer the ones in flight.
+        while serving:
+            await serving.pop().stop()
+
+    return app
 
 
 def run() -> None:

@@ -1,10 +1,16 @@
-"""The tool-runner's subjects: each handler takes one typed request and hands it to the core."""
+"""The tool-runner's subjects: each handler takes one typed request and hands it to the core.
+
+They answer on the bare NATS connection (`bus.Responders`: no FastStream middleware per message; a
+turn asks for the catalog and runs its tools here); the router declares them for the AsyncAPI
+document and is never subscribed by FastStream."""
 
 from __future__ import annotations
 
-from faststream.nats import NatsRouter
+from dataclasses import dataclass
 
-from spotter_shared.bus import subscriber
+from faststream.nats import NatsBroker, NatsRouter
+
+from spotter_shared import bus
 from spotter_shared.contracts.tools import (
     APP_ACTION,
     EXECUTE_TOOL,
@@ -74,22 +80,38 @@ async def coach_execute(call: CoachToolCall, coach: CoachTools = FromContext(COA
     return await coach.execute(call)
 
 
-def build_router(max_workers: int) -> NatsRouter:
-    """The subscribers of every endpoint above. Built per app rather than at import, because how
-    many requests a subject serves at once is a setting: calls run concurrently so that one slow
-    tool (or one waiting on a row lock) does not hold up the others."""
+@dataclass(frozen=True)
+class ResponderGroups:
+    """The endpoints above on one router, answered in groups of their own so that a pile of slow tool
+    runs (one waiting on a row lock, or on rag) never holds up a turn's catalog or the coach."""
+
+    router: NatsRouter
+    tools: bus.Responders  # runs a tool: at most `max_workers` at once
+    reads: bus.Responders  # the catalog (from memory), call states, closing pending calls
+    coach: bus.Responders  # the member coach's tools, over their own context
+
+    async def start(self, broker: NatsBroker, runner: ToolRunner, coach: CoachTools) -> list[bus.Serving]:
+        return [await self.tools.start(broker, runner), await self.reads.start(broker, runner),
+                await self.coach.start(broker, coach)]
+
+
+def build_responders(max_workers: int) -> ResponderGroups:
+    """Built per app rather than at import, because how many tool calls run at once is a setting:
+    they run concurrently so that one slow tool does not hold up the others."""
     router = NatsRouter()
-    # Answered from memory (a pack reload reads the database now and then).
-    subscriber(router, TOOL_CATALOG, max_workers=4)(tool_catalog)
+    group = ResponderGroups(router, tools=bus.Responders(router, max_in_flight=max_workers),
+                            reads=bus.Responders(router, max_in_flight=max_workers),
+                            coach=bus.Responders(router, max_in_flight=max_workers))
+    group.reads(TOOL_CATALOG)(tool_catalog)
     for endpoint, handler in (
         (EXECUTE_TOOL, execute_tool),
         (UNDO_TOOL, undo_tool),
-        (TOOL_CALLS, tool_calls),
         (TOOL_RESOLVE, resolve_call),
-        (TOOL_CLOSE, close_calls),
         (APP_ACTION, app_action),
-        (COACH_TOOL_EXECUTE, coach_execute),
     ):
-        subscriber(router, endpoint, max_workers=max_workers)(handler)
-    subscriber(router, COACH_TOOL_CATALOG)(coach_catalog)
-    return router
+        group.tools(endpoint)(handler)
+    group.reads(TOOL_CALLS)(tool_calls)
+    group.reads(TOOL_CLOSE)(close_calls)
+    group.coach(COACH_TOOL_EXECUTE)(coach_execute)
+    group.coach(COACH_TOOL_CATALOG)(coach_catalog)
+    return group
