@@ -3,6 +3,7 @@ Redis client and the broker, shared by the FastStream services and the gateway's
 
 from __future__ import annotations
 
+import asyncio
 import gc
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -17,7 +18,7 @@ from faststream.nats import NatsBroker, NatsRouter
 from redis.asyncio import BlockingConnectionPool, Redis
 
 from . import metrics, telemetry
-from .bus import create_broker, ensure_streams
+from .bus import Serving, create_broker, ensure_streams
 from .db import create_pool
 from .settings import CommonSettings
 
@@ -100,9 +101,12 @@ def service_app(
     broker: NatsBroker,
     make_core: Callable[[Infra], Awaitable[Any]],
     on_stop: Callable[[], Awaitable[None]] | None = None,
+    *,
+    serving: list[Serving] | None = None,
 ) -> FastStream:
     """A FastStream app whose core (built by `make_core` once the infrastructure is open) is what
-    every handler receives as `Context(CORE)`."""
+    every handler receives as `Context(CORE)`. `serving` collects the service's started
+    `bus.Responders` groups (make_core starts them), stopped at shutdown before the broker closes."""
 
     @asynccontextmanager
     async def lifespan() -> AsyncIterator[None]:
@@ -114,7 +118,17 @@ def service_app(
                 if on_stop is not None:
                     await on_stop()
 
-    return FastStream(broker, lifespan=lifespan)
+    app = FastStream(broker, lifespan=lifespan)
+    if serving is not None:
+
+        @app.on_shutdown
+        async def stop_answering() -> None:
+            # Before the broker closes the connection: take no more requests, answer the ones in flight
+            # (every group at once: one grace period, not one after another).
+            await asyncio.gather(*(group.stop() for group in serving))
+            serving.clear()
+
+    return app
 
 
 def run_app(app: FastStream) -> None:

@@ -39,15 +39,7 @@ def create_app(settings: BillingSettings) -> FastStream:
             await schedule.stop()
 
     broker = service_broker("spotter-billing", settings, router)
-    app = service_app("billing", settings, broker, make_core, on_stop=on_stop)
-
-    @app.on_shutdown
-    async def stop_answering() -> None:
-        # Before the broker closes the connection: take no more requests, answer the ones in flight.
-        while serving:
-            await serving.pop().stop()
-
-    return app
+    return service_app("billing", settings, broker, make_core, on_stop=on_stop, serving=serving)
 
 
 def run() -> None:

@@ -53,15 +53,7 @@ def create_app(settings: OrchestratorSettings) -> FastStream:
             await sweep.stop()
         await model.close()
 
-    app = service_app("orchestrator", settings, broker, make_core, on_stop=stop)
-
-    @app.on_shutdown
-    async def stop_answering() -> None:
-        # Before the broker closes the connection: take no more requests, answer the ones in flight.
-        while serving:
-            await serving.pop().stop()
-
-    return app
+    return service_app("orchestrator", settings, broker, make_core, on_stop=stop, serving=serving)
 
 
 def run() -> None:

@@ -76,15 +76,7 @@ def create_app(settings: RagSettings) -> FastStream:
             await memo_redis.aclose()
         closing.clear()
 
-    app = service_app("rag", settings, broker, make_core, on_stop=on_stop)
-
-    @app.on_shutdown
-    async def stop_answering() -> None:
-        # Before the broker closes the connection: take no more requests, answer the ones in flight.
-        while serving:
-            await serving.pop().stop()
-
-    return app
+    return service_app("rag", settings, broker, make_core, on_stop=on_stop, serving=serving)
 
 
 def run() -> None:

@@ -3,8 +3,6 @@ ToolRunner core, which asks rag through the edges of edges.py."""
 
 from __future__ import annotations
 
-import asyncio
-
 import httpx
 from faststream import FastStream
 
@@ -58,16 +56,7 @@ def create_app(settings: ToolRunnerSettings, *, registry: Registry = REGISTRY) -
             await registry_of_packs.stop()
         await client.aclose()
 
-    app = service_app(SERVICE, settings, broker, make_core, on_stop)
-
-    @app.on_shutdown
-    async def stop_answering() -> None:
-        # Before the broker closes the connection: take no more requests, finish the calls in flight
-        # (the groups together: one grace period, not one after another).
-        await asyncio.gather(*(group.stop() for group in serving))
-        serving.clear()
-
-    return app
+    return service_app(SERVICE, settings, broker, make_core, on_stop, serving=serving)
 
 
 def run() -> None:
