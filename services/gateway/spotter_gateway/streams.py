@@ -305,12 +305,16 @@ class EventFeed:
     def check_due(self, now: float) -> bool:
         return now >= self._check_after
 
+    # The log this feed reads: its table, the column naming the log, the sequence column.
+    LOG = ("ai_conversation_events", "conversation_id", "seq")
+
     @classmethod
     async def behind(cls, pool: asyncpg.Pool, feeds: list[EventFeed]) -> list[EventFeed]:
         """Those of these feeds whose log has events past their cursor (one index probe each)."""
+        table, log_id, seq = cls.LOG
         rows = await pool.fetch(
-            """SELECT k.n FROM unnest($1::uuid[], $2::bigint[]) WITH ORDINALITY AS k(id, cursor, n)
-               WHERE EXISTS (SELECT 1 FROM ai_conversation_events e WHERE e.conversation_id = k.id AND e.seq > k.cursor)""",
+            f"""SELECT k.n FROM unnest($1::uuid[], $2::bigint[]) WITH ORDINALITY AS k(id, cursor, n)
+                WHERE EXISTS (SELECT 1 FROM {table} e WHERE e.{log_id} = k.id AND e.{seq} > k.cursor)""",
             [feed.key for feed in feeds], [feed.cursor for feed in feeds])
         return [feeds[r["n"] - 1] for r in rows]
 
@@ -414,13 +418,7 @@ class SessionFeed(EventFeed):
     """The same feed over a seed 004 session's log (the coach's runs): sequence for seq, the run id
     for the turn id, the event type for the SSE type."""
 
-    @classmethod
-    async def behind(cls, pool: asyncpg.Pool, feeds: list[EventFeed]) -> list[EventFeed]:
-        rows = await pool.fetch(
-            """SELECT k.n FROM unnest($1::uuid[], $2::bigint[]) WITH ORDINALITY AS k(id, cursor, n)
-               WHERE EXISTS (SELECT 1 FROM session_events e WHERE e.session_id = k.id AND e.sequence > k.cursor)""",
-            [feed.key for feed in feeds], [feed.cursor for feed in feeds])
-        return [feeds[r["n"] - 1] for r in rows]
+    LOG = ("session_events", "session_id", "sequence")
 
     async def read_after(self, after: int) -> list[LoggedEvent]:
         rows = await self.pool.fetch(
