@@ -30,11 +30,15 @@ def _ancestors(span: Span, by_id: dict[str, Span]) -> list[Span]:
 
 def _complete(spans: list[Span]) -> bool:
     names = {s.name for s in spans}
+    ids = {s.span_id for s in spans}
     return ({"tool-runner.execute"} <= names and any(n.startswith("chat ") for n in names)
             and {s.service for s in spans} >= {"spotter-gateway", "spotter-orchestrator", "spotter-tool-runner",
                                                "spotter-billing", "spotter-rag"}
             # the request's own span, exported by the gateway in a batch of its own once the stream closed
             and any(s.service == "spotter-gateway" and s.kind == "server" for s in spans)
+            # every span's parent arrived (each service exports in batches of its own, a child can come
+            # before its parent): only the request's span hangs from outside, from the caller
+            and sum(s.parent_id not in ids for s in spans) == 1
             # the turn's model calls settled, and the command's consumer span, which ends last (after the title)
             and sum(s.name.startswith("spotter.billing.settle") and s.kind == "consumer" for s in spans) >= 2
             and any(s.kind == "consumer" and "spotter.cmd.turn.send" in s.name and s.service == "spotter-orchestrator"
