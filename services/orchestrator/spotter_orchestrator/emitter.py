@@ -76,16 +76,23 @@ class Emitter:
             self._last_flush = time.monotonic()
             await self._write(TextDelta(delta=delta))
 
+    async def announce(self, event: SseEvent, seq: int) -> None:
+        """Publish an event already stored under `seq` (begin_turn stores a new conversation's first)."""
+        await self._publish(seq, event.model_dump(mode="json", exclude_none=True))
+
     async def _write(self, event: SseEvent, finish: tuple[str, str | None] | None = None,
                      before_publish: Callable[[], Awaitable[None]] | None = None) -> int:
         data = event.model_dump(mode="json", exclude_none=True)
         seq = await self._store.append_event(self.conversation_id, self.turn_id, event.type, data, finish=finish)
         if before_publish is not None:
             await before_publish()
+        await self._publish(seq, data)
+        return seq
+
+    async def _publish(self, seq: int, data: dict) -> None:
         # A ConversationEvent whose event is the very dict stored: live and replayed bytes are the same.
         envelope = {"conversationId": self.conversation_id, "seq": seq, "turnId": self.turn_id, "event": data}
         try:
             await self._events.publish(conversation_subject(self.conversation_id), json.dumps(envelope, ensure_ascii=False).encode())
         except Exception:  # noqa: BLE001 — listeners catch up from the log
             log.warning("live publish failed for %s seq %s", self.conversation_id, seq, exc_info=True)
-        return seq

@@ -87,6 +87,13 @@ class LoopContext:
     already_announced: set[str] = field(default_factory=set)  # tool ids whose tool_started was logged
     already_completed: set[str] = field(default_factory=set)
     already_pending: set[str] = field(default_factory=set)  # ids whose *_pending event was logged
+    # A write the turn started beside its preparation (the user's message): done before the model is called.
+    pending_write: asyncio.Task[Any] | None = None
+
+    async def written(self) -> None:
+        if self.pending_write is not None:
+            pending, self.pending_write = self.pending_write, None
+            await pending
 
 
 class ModelLoop:
@@ -130,6 +137,8 @@ class ModelLoop:
                 raise  # billing unavailable: the command is redelivered
             # Fail closed: a model the rate card cannot price today is never called (nor priced at $0).
             return Failed(ErrorCode.INVALID_REQUEST, exc.message)
+        finally:
+            await ctx.written()  # the reservation and the turn's pending write overlap; both are done here
         if not held.ok:
             return Failed(ErrorCode.AGENT_BUDGET_EXCEEDED, held.message or "Daily AI budget reached.")
         ctx.rounds += 1

@@ -21,6 +21,8 @@ class TurnRecord:
     attempts: int
     usage: TurnUsage
     model_calls: int
+    # The seq of the conversation_started event begin_turn stored with a new conversation (to publish).
+    started_seq: int | None = None
 
 
 @dataclass(frozen=True)
@@ -73,23 +75,18 @@ class Store:
         )
         return _turn(row)
 
-    async def begin_turn(self, cmd: SendMessage, model: str) -> TurnRecord:
-        """Create the conversation (first send, in the caller's language) and the turn row. A
-        redelivered command finds its turn again (attempts + 1) instead of starting another."""
-        async with self.pool.acquire() as conn, conn.transaction():
-            await conn.execute(
-                """INSERT INTO ai_conversations (id, organization_id, user_id, membership_id, model, title, locale)
-                   VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (id) DO NOTHING""",
-                uuid.UUID(cmd.conversation_id), uuid.UUID(cmd.actor.organization_id), uuid.UUID(cmd.actor.user_id),
-                uuid.UUID(cmd.actor.membership_id), model, fallback_title(cmd.message), primary_language(cmd.actor.locale),
-            )
-            row = await conn.fetchrow(
-                """INSERT INTO ai_turns (id, conversation_id, command_id) VALUES ($1, $2, $3)
-                   ON CONFLICT (command_id) DO UPDATE SET attempts = ai_turns.attempts + 1
-                   RETURNING id, status, attempts, input_tokens, output_tokens, cache_read_tokens,
-                             cache_creation_tokens, cost_usd_micros, model_calls""",
-                uuid.UUID(cmd.turn_id), uuid.UUID(cmd.conversation_id), cmd.command_id,
-            )
+    async def begin_turn(self, cmd: SendMessage, model: str, started: dict[str, Any] | None = None) -> TurnRecord:
+        """Create the conversation (first send, in the caller's language) and the turn row, in one
+        statement. A redelivered command finds its turn again (attempts + 1) instead of starting
+        another. `started` (the data of a new conversation's `conversation_started`) is stored as the
+        conversation's first event by the same statement that creates the conversation, so a new
+        conversation never exists without it; its number comes back as `started_seq`, to publish."""
+        row = await self.pool.fetchrow(
+            _BEGIN_TURN,
+            uuid.UUID(cmd.conversation_id), uuid.UUID(cmd.actor.organization_id), uuid.UUID(cmd.actor.user_id),
+            uuid.UUID(cmd.actor.membership_id), model, fallback_title(cmd.message), primary_language(cmd.actor.locale),
+            uuid.UUID(cmd.turn_id), cmd.command_id, started,
+        )
         return _turn(row)
 
     async def turn(self, turn_id: str) -> TurnRecord:
@@ -211,31 +208,28 @@ class Store:
         stop_reason: str | None = None,
         usage: TurnUsage | None = None,
         model: str | None = None,
+        message_id: str | None = None,
     ) -> str:
-        async with self.pool.acquire() as conn, conn.transaction():
-            return await self._append(conn, conversation_id, turn_id, role, content, page_context=page_context,
-                                      stop_reason=stop_reason, usage=usage, model=model)
+        return await self._append(self.pool, conversation_id, turn_id, role, content, page_context=page_context,
+                                  stop_reason=stop_reason, usage=usage, model=model, message_id=message_id)
 
     @staticmethod
-    async def _append(conn: asyncpg.Connection, conversation_id: str, turn_id: str, role: str, content: Content, *,
-                      page_context: dict | None = None, stop_reason: str | None = None, usage: TurnUsage | None = None,
-                      model: str | None = None) -> str:
-        message_id = uuid.uuid4()
-        # Lock the conversation row so positions are dense and ordered even with racing writers; the
-        # INSERT is a statement of its own so that its snapshot sees a racing writer's committed message.
-        await conn.execute("UPDATE ai_conversations SET last_message_at = now(), updated_at = now() WHERE id = $1",
-                           uuid.UUID(conversation_id))
-        await conn.execute(
-            """INSERT INTO ai_messages (id, conversation_id, role, content, preview, page_context, stop_reason,
-                   input_tokens, output_tokens, cache_read_tokens, cache_creation_tokens, model, turn_id, position)
-               VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13,
-                       (SELECT coalesce(max(position), 0) + 1 FROM ai_messages WHERE conversation_id = $2))""",
-            message_id, uuid.UUID(conversation_id), role, content, preview_of(content), page_context, stop_reason,
+    async def _append(db: asyncpg.Pool | asyncpg.Connection, conversation_id: str, turn_id: str, role: str,
+                      content: Content, *, page_context: dict | None = None, stop_reason: str | None = None,
+                      usage: TurnUsage | None = None, model: str | None = None, message_id: str | None = None) -> str:
+        # One statement: the conversation's row lock hands out the next position (dense and ordered even
+        # with racing writers, as the second waits for the first's commit and then sees its counter).
+        stored = await db.fetchval(
+            _APPEND_MESSAGE,
+            uuid.UUID(message_id) if message_id else uuid.uuid4(), uuid.UUID(conversation_id), role, content,
+            preview_of(content), page_context, stop_reason,
             usage.input_tokens if usage else None, usage.output_tokens if usage else None,
             usage.cache_read_tokens if usage else None, usage.cache_creation_tokens if usage else None,
             model, uuid.UUID(turn_id),
         )
-        return str(message_id)
+        if stored is None:
+            raise LookupError(f"conversation {conversation_id} does not exist")
+        return str(stored)
 
     async def append_event(self, conversation_id: str, turn_id: str, type_: str, data: dict[str, Any],
                            *, finish: tuple[str, str | None] | None = None) -> int:
@@ -244,13 +238,14 @@ class Store:
         redelivery would finish twice) nor a finished turn without its `done`."""
         if finish is None:
             return await self._append_event(self.pool, conversation_id, turn_id, type_, data)
-        async with self.pool.acquire() as conn, conn.transaction():
-            seq = await self._append_event(conn, conversation_id, turn_id, type_, data)
-            await conn.execute(
-                "UPDATE ai_turns SET status = $2, error_code = $3, finished_at = now() WHERE id = $1",
-                uuid.UUID(turn_id), finish[0], finish[1],
-            )
-        return seq
+        return await self.pool.fetchval(
+            """WITH s AS (UPDATE ai_conversations SET last_event_seq = last_event_seq + 1
+                          WHERE id = $1 RETURNING last_event_seq),
+                    t AS (UPDATE ai_turns SET status = $5, error_code = $6, finished_at = now() WHERE id = $2)
+               INSERT INTO ai_conversation_events (conversation_id, seq, turn_id, type, data)
+               SELECT $1, last_event_seq, $2, $3, $4 FROM s RETURNING seq""",
+            uuid.UUID(conversation_id), uuid.UUID(turn_id), type_, data, finish[0], finish[1],
+        )
 
     @staticmethod
     async def _append_event(db: asyncpg.Pool | asyncpg.Connection, conversation_id: str, turn_id: str, type_: str, data: dict[str, Any]) -> int:
@@ -281,6 +276,43 @@ class Store:
 
 
 _COLUMNS = "id, role::text AS role, content, turn_id, stop_reason, page_context, position"
+
+_TURN_COLUMNS = """id, status, attempts, input_tokens, output_tokens, cache_read_tokens, cache_creation_tokens,
+                   cost_usd_micros, model_calls"""
+
+# Store.begin_turn: the conversation (when new), its first event (when asked for and the conversation is
+# new), and the turn row, in one statement; the foreign keys are checked at its end.
+_BEGIN_TURN = f"""
+WITH conversation AS (
+    INSERT INTO ai_conversations (id, organization_id, user_id, membership_id, model, title, locale, last_event_seq)
+    VALUES ($1, $2, $3, $4, $5, $6, $7, CASE WHEN $10::jsonb IS NULL THEN 0 ELSE 1 END)
+    ON CONFLICT (id) DO NOTHING RETURNING id),
+turn AS (
+    INSERT INTO ai_turns (id, conversation_id, command_id) VALUES ($8, $1, $9)
+    ON CONFLICT (command_id) DO UPDATE SET attempts = ai_turns.attempts + 1
+    RETURNING {_TURN_COLUMNS}),
+started AS (
+    INSERT INTO ai_conversation_events (conversation_id, seq, turn_id, type, data)
+    SELECT id, 1, $8, 'conversation_started', $10 FROM conversation WHERE $10::jsonb IS NOT NULL
+    RETURNING seq)
+SELECT turn.*, (SELECT seq FROM started) AS started_seq FROM turn
+"""
+
+# Store._append: the next position under the conversation's row lock, and the message with it. The
+# position never goes below the stored messages' (rows written before the counter, or by a seed).
+_APPEND_MESSAGE = """
+WITH c AS (
+    UPDATE ai_conversations
+       SET last_message_at = now(), updated_at = now(),
+           last_message_position = greatest(last_message_position,
+               (SELECT coalesce(max(position), 0) FROM ai_messages WHERE conversation_id = $2)) + 1
+     WHERE id = $2
+ RETURNING last_message_position)
+INSERT INTO ai_messages (id, conversation_id, role, content, preview, page_context, stop_reason,
+                         input_tokens, output_tokens, cache_read_tokens, cache_creation_tokens, model, turn_id, position)
+SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, c.last_message_position FROM c
+RETURNING id
+"""
 
 # Store.messages in one statement: the latest system_note, then the messages after its anchor (the
 # message it summarized through when that id names one of this conversation's, else the note itself).
@@ -335,6 +367,7 @@ def _turn(row: asyncpg.Record) -> TurnRecord:
         status=row["status"],
         attempts=row["attempts"],
         model_calls=row["model_calls"],
+        started_seq=row.get("started_seq"),
         usage=TurnUsage(
             input_tokens=row["input_tokens"], output_tokens=row["output_tokens"],
             cache_read_tokens=row["cache_read_tokens"], cache_creation_tokens=row["cache_creation_tokens"],

@@ -55,6 +55,10 @@ class Summaries:
         self._peers = peers
         self._model = model
 
+    def due(self, stored: list[StoredMessage]) -> bool:
+        """Whether this replay is long enough to compact (compact() then does it)."""
+        return plan_compaction(stored, at=self._settings.spotter_compact_at, keep=self._settings.spotter_compact_keep) is not None
+
     async def compact(self, cmd: SendMessage, stored: list[StoredMessage]) -> list[StoredMessage]:
         """Compact when the replay is long enough; the replay to use either way."""
         plan = plan_compaction(stored, at=self._settings.spotter_compact_at, keep=self._settings.spotter_compact_keep)

@@ -118,7 +118,9 @@ class TurnRunner:
         # ambient context: both start now, beside the turn's set-up, as they are on the way to the model call.
         asked = FirstQuestions.ask(self._peers, cmd) if delivery.attempt == 1 else None
         try:
-            turn = await self._store.begin_turn(cmd, self._settings.spotter_model)
+            started = ConversationStarted(conversation_id=cmd.conversation_id) if cmd.is_new else None
+            turn = await self._store.begin_turn(cmd, self._settings.spotter_model,
+                                                started.model_dump(mode="json", exclude_none=True) if started else None)
             outcome = await self._turn(_meta(cmd), turn, delivery,
                                        lambda emitter, t: self._run_send(cmd, t, emitter, delivery, asked))
         finally:
@@ -267,66 +269,87 @@ class TurnRunner:
     async def _run_send(self, cmd: SendMessage, turn: TurnRecord, emitter: Emitter, delivery: Delivery,
                         asked: FirstQuestions | None = None) -> Outcome:
         logged = await self._store.turn_events(cmd.conversation_id, cmd.turn_id) if turn.attempts > 1 else []
-        if cmd.is_new and not any(e["type"] == "conversation_started" for e in logged):
+        if turn.started_seq is not None:
+            # Stored with the conversation by begin_turn; listeners hear of it now that the turn runs here.
+            await emitter.announce(ConversationStarted(conversation_id=cmd.conversation_id), turn.started_seq)
+        elif cmd.is_new and not any(e["type"] == "conversation_started" for e in logged):
             await emitter.emit(ConversationStarted(conversation_id=cmd.conversation_id))
         TurnStarted(trace_id=cmd.trace_id, org_id=cmd.actor.organization_id, endpoint="messages",
                     attempt=delivery.attempt, prompt_length=len(cmd.message)).log(log)
-        org, stored = await asyncio.gather(self._store.org_context(cmd.actor.organization_id, cmd.actor.user_id),
-                                           self._store.messages(cmd.conversation_id))
-        if not self._settings.model_configured or not org.agent_enabled:
-            return Failed(ErrorCode.AGENT_DISABLED, "The AI assistant is not enabled for this workspace.")
+        # The org, the replay and the caller's recent activity are read side by side (the activity
+        # needs the org's timezone only when there is a session to describe).
+        org_read = asyncio.ensure_future(self._store.org_context(cmd.actor.organization_id, cmd.actor.user_id))
+        activity = asyncio.ensure_future(self._recent_activity(cmd.actor, _timezone(org_read)))
+        write: asyncio.Task[str] | None = None
+        try:
+            org, stored = await asyncio.gather(org_read, self._store.messages(cmd.conversation_id))
+            if not self._settings.model_configured or not org.agent_enabled:
+                return Failed(ErrorCode.AGENT_DISABLED, "The AI assistant is not enabled for this workspace.")
 
-        if not any(m.turn_id == cmd.turn_id and m.role == "user" for m in stored):
-            # Ambient search runs once per user message (a redelivered turn replays the stored block).
-            # It embeds the message (tens of ms for a new one), so it runs while the budget is checked
-            # and any open batch is closed, not after: it is on the way to the first token.
-            asked = asked or FirstQuestions.ask(self._peers, cmd)
-            try:
-                verdict = await asked.budget
-                if not verdict.ok:
-                    return Failed(ErrorCode.AGENT_BUDGET_EXCEEDED, verdict.message or "Daily AI budget reached.")
-                await self._close_open_batch(cmd, stored, "superseded_by_user",
-                                             "The user sent a new message instead of answering; this was not run.")
-                await delivery.keepalive()
-                ambient = await asked.ambient
-            finally:
-                asked.drop()
-            page = cmd.page_context.model_dump(mode="json") if cmd.page_context else {}
-            page[TURN_CONTEXT_KEY] = turn_context(org, cmd.actor, cmd.page_context, ambient, datetime.now(UTC))
-            await self._store.append_message(cmd.conversation_id, cmd.turn_id, "user",
-                                             [{"type": "text", "text": cmd.message}], page_context=page)
-            await delivery.keepalive()
-            stored = await self._summaries.compact(cmd, await self._store.messages(cmd.conversation_id))
+            if not any(m.turn_id == cmd.turn_id and m.role == "user" for m in stored):
+                # Ambient search runs once per user message (a redelivered turn replays the stored block).
+                # It embeds the message (tens of ms for a new one), so it runs while the budget is checked
+                # and any open batch is closed, not after: it is on the way to the first token.
+                asked = asked or FirstQuestions.ask(self._peers, cmd)
+                try:
+                    verdict = await asked.budget
+                    if not verdict.ok:
+                        return Failed(ErrorCode.AGENT_BUDGET_EXCEEDED, verdict.message or "Daily AI budget reached.")
+                    stored = await self._close_open_batch(cmd, stored, "superseded_by_user",
+                                                          "The user sent a new message instead of answering; this was not run.")
+                    await delivery.keepalive()
+                    ambient = await asked.ambient
+                finally:
+                    asked.drop()
+                page = cmd.page_context.model_dump(mode="json") if cmd.page_context else {}
+                page[TURN_CONTEXT_KEY] = turn_context(org, cmd.actor, cmd.page_context, ambient, datetime.now(UTC))
+                # The user's message is written while the model call is prepared and its budget reserved;
+                # the model is not called before it is stored (LoopContext.written), so nothing the turn
+                # publishes can come before it.
+                message = StoredMessage(id=str(uuid.uuid4()), role="user", content=[{"type": "text", "text": cmd.message}],
+                                        turn_id=cmd.turn_id, stop_reason=None, page_context=page)
+                write = asyncio.create_task(self._store.append_message(
+                    cmd.conversation_id, cmd.turn_id, "user", message.content, page_context=page, message_id=message.id))
+                stored = [*stored, message]
+                if self._summaries.due(stored):
+                    await write
+                    await delivery.keepalive()
+                    stored = await self._summaries.compact(cmd, await self._store.messages(cmd.conversation_id))
 
-        ctx = await self._context(cmd, turn, emitter, logged, stored, org=org)
-        step = resume_point(stored, cmd.turn_id, ctx.specs)
-        if isinstance(step, CallModel):
-            emitter.suppress_prefix(len(unfinished_text(logged)))
-        return await self._loop.drive(ctx, history_of(stored, self._settings.spotter_prompt_layout), step)
+            ctx = await self._context(cmd, turn, emitter, logged, stored, org=org, activity=activity, write=write)
+            step = resume_point(stored, cmd.turn_id, ctx.specs)
+            if isinstance(step, CallModel):
+                emitter.suppress_prefix(len(unfinished_text(logged)))
+            return await self._loop.drive(ctx, history_of(stored, self._settings.spotter_prompt_layout), step)
+        finally:
+            activity.cancel()
+            if write is not None:
+                await write  # already awaited before any model call; here for the paths that made none
 
-    async def _close_open_batch(self, cmd: TurnCommand, stored: list[StoredMessage], code: str, message: str) -> None:
+    async def _close_open_batch(self, cmd: TurnCommand, stored: list[StoredMessage], code: str, message: str) -> list[StoredMessage]:
         """Replay-integrity guard (seed 000), applied when writing: an assistant tool batch left
         without results (the user typed instead of clicking, or a stop) gets one tool_result
         message — real results where a call finished, typed errors for the rest — so every later
         request to the model is valid. The tool-runner closes the calls: it owns their records."""
         last = stored[-1] if stored else None
         if last is None or last.role != "assistant":
-            return
+            return stored
         calls = tool_calls(last.content, {})
         if not calls:
-            return
+            return stored
         closed = await self._peers.close(CloseCalls(conversation_id=cmd.conversation_id, actor=cmd.actor,
                                                     trace_id=cmd.trace_id, code=code, message=message))
         states = await self._peers.calls(cmd.conversation_id, [c.id for c in calls], cmd.actor)
         outcomes = {i: s.outcome for i, s in states.items()}
         results = [call.result_block(outcomes.get(call.id)) for call in calls]
-        await self._store.append_message(cmd.conversation_id, cmd.turn_id, "tool_result", results)
+        result_id = await self._store.append_message(cmd.conversation_id, cmd.turn_id, "tool_result", results)
         unresolved = [call.id for call in calls if call.id not in closed and outcomes.get(call.id) is None]
         ReplayViolation(
             trace_id=cmd.trace_id, org_id=cmd.actor.organization_id, endpoint="messages", code="orphaned_tool_use",
             violations=len(unresolved) + len(closed), reasons=["orphaned_tool_use"], repaired=True,
             blocks=[b.get("type") for b in last.content],
         ).log(log)
+        return [*stored, StoredMessage(id=result_id, role="tool_result", content=results, turn_id=cmd.turn_id, stop_reason=None)]
 
     # admission --------------------------------------------------------------------------------------
     async def admit(self, cmd: AdmitCommand) -> Admission:
@@ -473,32 +496,37 @@ class TurnRunner:
 
     # helpers ----------------------------------------------------------------------------------------
     async def _context(self, cmd: TurnCommand, turn: TurnRecord, emitter: Emitter, logged: list[dict[str, Any]],
-                       stored: list[StoredMessage], *, org: OrgContext | None = None) -> LoopContext:
+                       stored: list[StoredMessage], *, org: OrgContext | None = None,
+                       activity: Awaitable[str | None] | None = None, write: asyncio.Task[Any] | None = None) -> LoopContext:
         org = org or await self._store.org_context(cmd.actor.organization_id, cmd.actor.user_id)
         specs = await self._peers.tools(cmd.actor, cmd.trace_id)
         seed = latest_turn_context(stored) if self._settings.spotter_prompt_layout == "seed" else None
-        activity = await self._recent_activity(cmd.actor, org)
+        recent = await (activity if activity is not None else self._recent_activity(cmd.actor, org.timezone))
         return LoopContext(
             conversation_id=cmd.conversation_id, turn_id=cmd.turn_id, trace_id=cmd.trace_id, actor=cmd.actor,
             model=self._settings.spotter_model, max_tokens=self._settings.spotter_max_tokens,
             max_rounds=self._settings.spotter_max_turns,
             system=system_blocks(org, seed),
             tools=tool_params(specs), specs={s.name: s for s in specs}, emitter=emitter,
-            activity=activity, rounds=turn.model_calls,
+            activity=recent, rounds=turn.model_calls, pending_write=write,
             already_announced={e["toolUseId"] for e in logged if e["type"] == "tool_started"},
             already_completed={e["toolUseId"] for e in logged if e["type"] == "tool_completed"},
             already_pending={e["toolUseId"] for e in logged if e["type"] in ("confirmation_pending", "disambiguation_pending")},
         )
 
 
-    async def _recent_activity(self, actor: Actor, org: OrgContext) -> str | None:
+    async def _recent_activity(self, actor: Actor, timezone: str | Awaitable[str]) -> str | None:
         """Context, not a precondition: a turn goes on without it if it cannot be read."""
         try:
-            return await recent_activity(self._store.pool, actor.organization_id, actor.user_id, org.timezone,
+            return await recent_activity(self._store.pool, actor.organization_id, actor.user_id, timezone,
                                          datetime.now(UTC))
         except Exception:  # noqa: BLE001
             log.exception("recent activity for the turn could not be read; going on without it")
             return None
+
+
+async def _timezone(org: Awaitable[OrgContext]) -> str:
+    return (await org).timezone
 
 
 @dataclass(frozen=True)

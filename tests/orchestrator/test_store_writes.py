@@ -1,0 +1,92 @@
+"""The turn's writes as single statements (issue 14): begin_turn creates the conversation, its first
+event and the turn together; a message takes its position from the conversation's counter under the
+row lock; `done` commits with the turn's terminal status. Against a real, migrated Postgres."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+import asyncpg
+
+from spotter_orchestrator.store import Store
+from spotter_shared.contracts.commands import Actor, SendMessage
+from tests.factories import make_studio
+
+
+async def _send(pool: asyncpg.Pool, *, is_new: bool = True, conversation_id: str | None = None) -> SendMessage:
+    studio = await make_studio(pool)
+    owner = studio.owner
+    actor = Actor(user_id=owner.user_id, organization_id=studio.org.id, membership_id=owner.membership_id,
+                  role="owner", locale="en-US")
+    return SendMessage(command_id=str(uuid.uuid4()), turn_id=str(uuid.uuid4()),
+                       conversation_id=conversation_id or str(uuid.uuid4()), actor=actor, trace_id="t",
+                       is_new=is_new, message="hello")
+
+
+async def test_begin_turn_stores_a_new_conversations_first_event_once(pool: asyncpg.Pool) -> None:
+    cmd = await _send(pool)
+    store = Store(pool)
+    started = {"type": "conversation_started", "conversationId": cmd.conversation_id}
+    first = await store.begin_turn(cmd, "claude-sonnet-5-5", started)
+    assert (first.attempts, first.status, first.started_seq) == (1, "running", 1)
+    # Redelivered: the same turn again, and no second event (the conversation already exists).
+    again = await store.begin_turn(cmd, "claude-sonnet-5-5", started)
+    assert (again.id, again.attempts, again.started_seq) == (first.id, 2, None)
+    rows = await pool.fetch("SELECT seq, type, data FROM ai_conversation_events WHERE conversation_id = $1",
+                            uuid.UUID(cmd.conversation_id))
+    assert [(r["seq"], r["type"], r["data"]) for r in rows] == [(1, "conversation_started", started)]
+    # The next event continues the numbering.
+    seq = await store.append_event(cmd.conversation_id, cmd.turn_id, "text_delta", {"type": "text_delta", "delta": "hi"})
+    assert seq == 2
+
+
+async def test_begin_turn_without_a_first_event_starts_the_log_at_zero(pool: asyncpg.Pool) -> None:
+    cmd = await _send(pool)
+    store = Store(pool)
+    turn = await store.begin_turn(cmd, "claude-sonnet-5-5")
+    assert turn.started_seq is None
+    assert await store.append_event(cmd.conversation_id, cmd.turn_id, "text_delta", {"type": "text_delta", "delta": "x"}) == 1
+
+
+async def test_racing_appends_get_dense_ordered_positions(pool: asyncpg.Pool) -> None:
+    cmd = await _send(pool)
+    store = Store(pool)
+    await store.begin_turn(cmd, "claude-sonnet-5-5")
+    # A message written before the counter existed (or by a seed) is never overtaken.
+    await pool.execute(
+        "INSERT INTO ai_messages (id, conversation_id, role, content, position) VALUES ($1, $2, 'user', $3, 7)",
+        uuid.uuid4(), uuid.UUID(cmd.conversation_id), [{"type": "text", "text": "seeded"}])
+    ids = await asyncio.gather(*(store.append_message(cmd.conversation_id, cmd.turn_id, "assistant",
+                                                      [{"type": "text", "text": f"m{i}"}]) for i in range(12)))
+    rows = await pool.fetch("SELECT id::text, position FROM ai_messages WHERE conversation_id = $1 ORDER BY position",
+                            uuid.UUID(cmd.conversation_id))
+    assert [r["position"] for r in rows] == list(range(7, 20))
+    assert sorted(r["id"] for r in rows[1:]) == sorted(ids)
+    # The id the caller chose is the stored one.
+    chosen = str(uuid.uuid4())
+    assert await store.append_message(cmd.conversation_id, cmd.turn_id, "user", [{"type": "text", "text": "x"}],
+                                      message_id=chosen) == chosen
+
+
+async def test_appending_to_a_missing_conversation_writes_nothing(pool: asyncpg.Pool) -> None:
+    store = Store(pool)
+    missing = str(uuid.uuid4())
+    try:
+        await store.append_message(missing, str(uuid.uuid4()), "user", [{"type": "text", "text": "x"}])
+    except LookupError:
+        pass
+    else:
+        raise AssertionError("appended to a conversation that does not exist")
+    assert await pool.fetchval("SELECT count(*) FROM ai_messages WHERE conversation_id = $1", uuid.UUID(missing)) == 0
+
+
+async def test_done_commits_with_the_turns_terminal_status(pool: asyncpg.Pool) -> None:
+    cmd = await _send(pool)
+    store = Store(pool)
+    await store.begin_turn(cmd, "claude-sonnet-5-5")
+    seq = await store.append_event(cmd.conversation_id, cmd.turn_id, "done", {"type": "done"}, finish=("failed", "internal"))
+    assert seq == 1
+    row = await pool.fetchrow("SELECT status::text AS status, error_code, finished_at FROM ai_turns WHERE id = $1",
+                              uuid.UUID(cmd.turn_id))
+    assert (row["status"], row["error_code"]) == ("failed", "internal") and row["finished_at"] is not None
