@@ -90,3 +90,50 @@ async def test_done_commits_with_the_turns_terminal_status(pool: asyncpg.Pool) -
     row = await pool.fetchrow("SELECT status::text AS status, error_code, finished_at FROM ai_turns WHERE id = $1",
                               uuid.UUID(cmd.turn_id))
     assert (row["status"], row["error_code"]) == ("failed", "internal") and row["finished_at"] is not None
+
+
+async def test_log_appends_that_arrive_together_are_one_batch_numbered_in_order(pool: asyncpg.Pool) -> None:
+    store = Store(pool)
+    cmds = [await _send(pool) for _ in range(3)]
+    for cmd in cmds:
+        await store.begin_turn(cmd, "claude-sonnet-5-5", {"type": "conversation_started"})
+    calls = [(cmds[i % 3], i) for i in range(30)]
+    seqs = await asyncio.gather(*(store.append_event(cmd.conversation_id, cmd.turn_id, "text_delta",
+                                                     {"type": "text_delta", "delta": str(i)}) for cmd, i in calls))
+    for k, cmd in enumerate(cmds):
+        mine = [seq for (c, _), seq in zip(calls, seqs) if c is cmd]
+        assert mine == list(range(2, 12)), f"conversation {k}: {mine}"
+        rows = await pool.fetch("SELECT seq, data FROM ai_conversation_events WHERE conversation_id = $1 AND seq > 1 "
+                                "ORDER BY seq", uuid.UUID(cmd.conversation_id))
+        assert [r["data"]["delta"] for r in rows] == [str(i) for c, i in calls if c is cmd]
+        assert await pool.fetchval("SELECT last_event_seq FROM ai_conversations WHERE id = $1",
+                                   uuid.UUID(cmd.conversation_id)) == 11
+
+
+async def test_a_log_append_for_a_missing_conversation_fails_alone(pool: asyncpg.Pool) -> None:
+    store = Store(pool)
+    cmd = await _send(pool)
+    await store.begin_turn(cmd, "claude-sonnet-5-5")
+    missing = str(uuid.uuid4())
+    good, bad = await asyncio.gather(
+        store.append_event(cmd.conversation_id, cmd.turn_id, "text_delta", {"type": "text_delta", "delta": "a"}),
+        store.append_event(missing, cmd.turn_id, "text_delta", {"type": "text_delta", "delta": "b"}),
+        return_exceptions=True)
+    assert good == 1 and isinstance(bad, LookupError)
+    assert await pool.fetchval("SELECT count(*) FROM ai_conversation_events WHERE conversation_id = $1",
+                               uuid.UUID(missing)) == 0
+
+
+async def test_a_batch_that_fails_is_written_again_one_by_one(pool: asyncpg.Pool) -> None:
+    store = Store(pool)
+    cmd = await _send(pool)
+    await store.begin_turn(cmd, "claude-sonnet-5-5")
+    results = await asyncio.gather(
+        store.append_event(cmd.conversation_id, cmd.turn_id, "text_delta", {"type": "text_delta", "delta": "a"}),
+        store.append_event(cmd.conversation_id, cmd.turn_id, "text_delta", {"type": "text_delta", "delta": object()}),
+        store.append_event(cmd.conversation_id, cmd.turn_id, "text_delta", {"type": "text_delta", "delta": "c"}),
+        return_exceptions=True)
+    assert results[0] == 1 and isinstance(results[1], asyncpg.DataError) and results[2] == 2
+    rows = await pool.fetch("SELECT seq, data FROM ai_conversation_events WHERE conversation_id = $1 ORDER BY seq",
+                            uuid.UUID(cmd.conversation_id))
+    assert [(r["seq"], r["data"]["delta"]) for r in rows] == [(1, "a"), (2, "c")]

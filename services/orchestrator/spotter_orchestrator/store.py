@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import re
 import uuid
 from dataclasses import dataclass, field
@@ -9,10 +11,13 @@ from typing import Any
 
 import asyncpg
 
+from spotter_shared.batches import Batches
 from spotter_shared.contracts.commands import SendMessage
 from spotter_shared.contracts.events import TurnUsage
 
 from .calls import Content
+
+log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class TurnRecord:
@@ -61,9 +66,21 @@ def preview_of(content: Content) -> str | None:
     return joined[:200] or None
 
 
+@dataclass(frozen=True)
+class _LogAppend:
+    conversation_id: uuid.UUID
+    turn_id: uuid.UUID
+    type: str
+    data: dict[str, Any]
+    seq: asyncio.Future[int]
+
+
 class Store:
     def __init__(self, pool: asyncpg.Pool) -> None:
         self.pool = pool
+        # Every conversation's log appends (text deltas above all) that arrive while a batch is being
+        # written go together in the next: one statement and one commit for all of them.
+        self._log = Batches(self._write_log)
 
     async def begin_command_turn(self, turn_id: str, conversation_id: str, command_id: str, kind: str, tool_use_id: str | None) -> TurnRecord:
         row = await self.pool.fetchrow(
@@ -237,7 +254,10 @@ class Store:
         `done`: a crash can leave neither or both, never a `done` on a turn that still runs (which
         redelivery would finish twice) nor a finished turn without its `done`."""
         if finish is None:
-            return await self._append_event(self.pool, conversation_id, turn_id, type_, data)
+            pending = _LogAppend(uuid.UUID(conversation_id), uuid.UUID(turn_id), type_, data,
+                                 asyncio.get_running_loop().create_future())
+            self._log.add("log", pending)
+            return await pending.seq
         return await self.pool.fetchval(
             """WITH s AS (UPDATE ai_conversations SET last_event_seq = last_event_seq + 1
                           WHERE id = $1 RETURNING last_event_seq),
@@ -247,16 +267,29 @@ class Store:
             uuid.UUID(conversation_id), uuid.UUID(turn_id), type_, data, finish[0], finish[1],
         )
 
-    @staticmethod
-    async def _append_event(db: asyncpg.Pool | asyncpg.Connection, conversation_id: str, turn_id: str, type_: str, data: dict[str, Any]) -> int:
-        # One statement: bump the conversation's counter (row lock) and insert with that number.
-        return await db.fetchval(
-            """WITH s AS (UPDATE ai_conversations SET last_event_seq = last_event_seq + 1
-                          WHERE id = $1 RETURNING last_event_seq)
-               INSERT INTO ai_conversation_events (conversation_id, seq, turn_id, type, data)
-               SELECT $1, last_event_seq, $2, $3, $4 FROM s RETURNING seq""",
-            uuid.UUID(conversation_id), uuid.UUID(turn_id), type_, data,
-        )
+    async def _write_log(self, batch: list[_LogAppend]) -> None:
+        """One batch of appends: each conversation's counter moves by its number of events (rows
+        locked in id order), and its events take the numbers in the order they were asked for."""
+        try:
+            rows = await self.pool.fetch(_APPEND_EVENTS, [a.conversation_id for a in batch], [a.turn_id for a in batch],
+                                         [a.type for a in batch], [a.data for a in batch])
+        except Exception as exc:  # noqa: BLE001 — answered to the callers, never raised here
+            if len(batch) == 1:
+                _answer(batch[0].seq, exc)
+                return
+            # Isolate what failed: each append on its own, so one bad append fails only its caller.
+            log.warning("event log batch of %d failed (%s); writing them one by one", len(batch), type(exc).__name__)
+            for pending in batch:
+                await self._write_log([pending])
+            return
+        last = {r["id"]: r["last"] - r["n"] for r in rows}
+        for pending in batch:
+            before = last.get(pending.conversation_id)
+            if before is None:
+                _answer(pending.seq, LookupError(f"conversation {pending.conversation_id} does not exist"))
+                continue
+            last[pending.conversation_id] = before + 1
+            _answer(pending.seq, before + 1)
 
     async def turn_events(self, conversation_id: str, turn_id: str) -> list[dict[str, Any]]:
         rows = await self.pool.fetch(
@@ -276,6 +309,29 @@ class Store:
 
 
 _COLUMNS = "id, role::text AS role, content, turn_id, stop_reason, page_context, position"
+
+# Store._write_log: a batch of log appends. Each conversation's row is locked in id order (two
+# replicas' batches never wait on each other in a cycle) and its counter bumped by its count; its
+# events are numbered after the old counter in the order of the batch.
+_APPEND_EVENTS = """
+WITH batch AS (
+    SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::jsonb[]) WITH ORDINALITY
+                AS b(conversation_id, turn_id, type, data, ord)),
+counts AS (SELECT conversation_id, count(*) AS n FROM batch GROUP BY conversation_id),
+locked AS (SELECT c.id FROM ai_conversations c JOIN counts ON counts.conversation_id = c.id ORDER BY c.id FOR UPDATE OF c),
+bumped AS (
+    UPDATE ai_conversations c SET last_event_seq = c.last_event_seq + counts.n
+      FROM counts JOIN locked ON locked.id = counts.conversation_id
+     WHERE c.id = counts.conversation_id
+ RETURNING c.id, c.last_event_seq AS last, counts.n),
+stored AS (
+    INSERT INTO ai_conversation_events (conversation_id, seq, turn_id, type, data)
+    SELECT b.conversation_id,
+           bumped.last - bumped.n + row_number() OVER (PARTITION BY b.conversation_id ORDER BY b.ord),
+           b.turn_id, b.type, b.data
+      FROM batch b JOIN bumped ON bumped.id = b.conversation_id)
+SELECT id, last, n FROM bumped
+"""
 
 _TURN_COLUMNS = """id, status, attempts, input_tokens, output_tokens, cache_read_tokens, cache_creation_tokens,
                    cost_usd_micros, model_calls"""
@@ -353,6 +409,15 @@ def fallback_title(message: str) -> str:
     # The first line, trimmed: the title until the summary model writes one (best effort, titles.py).
     first = message.strip().splitlines()[0] if message.strip() else "New conversation"
     return first[:80]
+
+
+def _answer(future: asyncio.Future[int], result: int | BaseException) -> None:
+    if future.done():
+        return  # its caller stopped waiting (a cancelled turn): the event is stored all the same
+    if isinstance(result, BaseException):
+        future.set_exception(result)
+    else:
+        future.set_result(result)
 
 
 def _message(r: asyncpg.Record) -> StoredMessage:
