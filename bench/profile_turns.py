@@ -77,9 +77,11 @@ async def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--top", type=int, default=20)
     ap.add_argument("--ttft-ms", type=int, default=200)
     ap.add_argument("--tps", type=float, default=200.0)
+    ap.add_argument("--out", type=Path, default=None, help="the report (default bench/results/profile-<workload>.md)")
+    ap.add_argument("--log-dir", type=Path, default=BENCH_DIR / "results" / "profile-logs", help="raw stacks and logs")
     args = ap.parse_args(argv)
     workload = PLAIN if args.workload == "plain" else ONE_TOOL
-    log_dir = BENCH_DIR / "results" / "profile-logs"
+    log_dir = args.log_dir
     p = Platform(ttft_ms=args.ttft_ms, tokens_per_second=args.tps, log_dir=log_dir).start()
     try:
         gw = Gateway(p.gateway_url, p.org_id, p.token)
@@ -125,7 +127,7 @@ async def main(argv: list[str] | None = None) -> int:
             for (o_name, o_n), (i_name, i_n) in zip(own.most_common(args.top), below):
                 lines.append(f"| {100 * o_n / total:.1f} | `{o_name}` | | {100 * i_n / total:.1f} | `{i_name}` |")
         report = "\n".join(lines) + "\n"
-        out = BENCH_DIR / "results" / f"profile-{workload.key}.md"
+        out = args.out or BENCH_DIR / "results" / f"profile-{workload.key}.md"
         out.write_text(report)
         print(report)
         return 0 if ok == len(results) else 1

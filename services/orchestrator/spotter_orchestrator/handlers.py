@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Annotated, Any
 
@@ -176,15 +177,23 @@ async def _handle(msg: NatsMessage, core: TurnRunner, broker: NatsBroker, run: C
 async def _heartbeat(msg: NatsMessage, every_s: float) -> AsyncIterator[Delivery]:
     """Tell JetStream the command is still being worked on, so only a dead replica's work is redelivered."""
     raw = msg.raw_message
+    last = time.monotonic()  # the last sign of progress JetStream had (the delivery itself, at first)
+
+    async def progress() -> None:
+        nonlocal last
+        last = time.monotonic()
+        await raw.in_progress()
 
     async def keepalive() -> None:
-        await raw.in_progress()
+        # After a slow step; a sign sent less than half a beat ago still stands (one message fewer per turn).
+        if time.monotonic() - last >= every_s / 2:
+            await progress()
 
     async def beat() -> None:
         while True:
             await asyncio.sleep(every_s)
             with contextlib.suppress(Exception):
-                await raw.in_progress()
+                await progress()
 
     task = asyncio.create_task(beat())
     try:
