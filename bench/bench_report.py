@@ -220,11 +220,25 @@ def targets_section(cells: list[dict[str, Any]], extra: dict[str, Any]) -> list[
         row("Token deltas delivered, aggregate", "≥ 10,000 tokens/s", t["delivered_tokens_per_s"], "{:,.0f}/s",
             None if t["delivered_tokens_per_s"] is None else t["delivered_tokens_per_s"] >= 10_000)
     for s in extra.get("settle") or []:
+        import bench_settle
+
         m = s["main"]
-        row("Settlements/s on one hot organization", "≥ 2,000/s", m["settlements_per_s"], "{:,.0f}/s",
-            m["settlements_per_s"] >= 2000)
-        row("Settle p99", "≤ 20 ms", m["settle_p99_ms"], "{:,.0f} ms",
-            None if m["settle_p99_ms"] is None else m["settle_p99_ms"] <= 20)
+        row("Settlements/s on one hot organization (closed loop, best concurrency)", "≥ 2,000/s", m["settlements_per_s"],
+            "{:,.0f}/s", m["settlements_per_s"] >= 2000)
+        # The closed loop's best operating point that sustains the rate: its p99 is its own queue's.
+        sustained = [c for c in [*s.get("sweep", []), m] if c["settlements_per_s"] >= 2000 and c["settle_p99_ms"] is not None]
+        if sustained:
+            best = min(sustained, key=lambda c: c["settle_p99_ms"])
+            row(f"Settle p99 while sustaining ≥ 2,000/s (closed loop, {best['concurrency']} in flight, "
+                f"{best['settlements_per_s']:,.0f}/s)", "≤ 20 ms", best["settle_p99_ms"], "{:,.0f} ms", best["settle_p99_ms"] <= 20)
+        # And at an offered load (open loop, Poisson arrivals): the stricter test, bursts included.
+        o = bench_settle.at_target(s)
+        if o is not None:
+            row(f"Settle p99 at {o['offered_per_s']:,.0f}/s offered (open loop; {o['settlements_per_s'] or 0:,.0f}/s answered)",
+                "≤ 20 ms", o["settle_p99_ms"], "{:,.0f} ms", bench_settle.target_met(o))
+        else:  # a run from before the open loop
+            row(f"Settle p99 (closed loop, {m['concurrency']} in flight)", "≤ 20 ms", m["settle_p99_ms"], "{:,.0f} ms",
+                None if m["settle_p99_ms"] is None else m["settle_p99_ms"] <= 20)
         rows.append(f"| Spend exact (billing's answers = rate card = Postgres = Redis) | yes | "
                     f"{'yes' if s['spend']['exact'] else '**no**'} | {'yes' if s['spend']['exact'] else '**no**'} |")
     return rows + [""]

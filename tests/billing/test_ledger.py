@@ -151,3 +151,89 @@ async def test_reserve_trusts_a_tier_it_read_moments_ago_and_the_precheck_reads_
     verdict = await billing.precheck(BudgetCheck(organization_id=studio.org.id))
     assert verdict.ok and verdict.remaining_usd_micros is None  # the precheck reads it fresh: unmetered
     assert not await held("after")  # and reserve follows the tier the precheck read
+
+
+async def test_settles_arriving_while_a_batch_is_written_are_claimed_by_its_redis_step(
+    billing: Billing, pool: asyncpg.Pool, redis: Redis, new_conversation: Callable, batches: list[int],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A hot org's batches are chained: what waits when a batch reaches its Redis step is claimed by
+    that script (no claim of its own) and written next, each call charged once, a repeat of a call of
+    the batch before answered its cost."""
+    studio = await make_studio(pool, tier="elite")
+    conversation = await new_conversation(studio)
+    await billing.precheck(BudgetCheck(organization_id=studio.org.id))
+    first = [settle(studio, conversation, i + 1) for i in range(5)]
+    second = [settle(studio, conversation, 100 + i) for i in range(3)]
+    claims: list[int] = []
+    claim_script = billing._ledger._claim_script
+
+    async def counted_claim(*, keys: list[str], args: list[object]) -> list[str]:
+        claims.append(len(keys))
+        return await claim_script(keys=keys, args=args)
+
+    monkeypatch.setattr(billing._ledger, "_claim_script", counted_claim)
+    record = ledger.Ledger._record
+    later: list[asyncio.Task[object]] = []
+
+    async def second_wave_meanwhile(self: ledger.Ledger, charges: list[ledger.Charge], *rest: object) -> None:
+        if not later:  # the first batch is being written: the second wave arrives now
+            later.extend(asyncio.create_task(billing.settle(r)) for r in [*second, first[0]])
+            await asyncio.sleep(0)
+        await record(self, charges, *rest)
+
+    monkeypatch.setattr(ledger.Ledger, "_record", second_wave_meanwhile)
+    settled = await asyncio.gather(*(billing.settle(r) for r in first))
+    again = await asyncio.gather(*later)
+    assert [s.cost_usd_micros for s in settled] == [(i + 1) * 10 for i in range(5)]
+    assert [s.cost_usd_micros for s in again] == [(100 + i) * 10 for i in range(3)] + [10]
+    assert claims == [5]  # the second batch was claimed by the first one's Redis step
+    assert batches == [5, 3]  # and the repeat of a call of the first was answered, not written
+    cost = sum((i + 1) * 10 for i in range(5)) + sum((100 + i) * 10 for i in range(3))
+    assert await totals(pool, studio) == (8, cost, cost)
+    snapshot = await billing.usage(UsageQuery(organization_id=studio.org.id))
+    assert snapshot.spent_usd_micros == cost  # the Redis mirror too
+    markers = [await redis.get(ledger.Keys(studio.org.id, billing._now().date()).settlement(r.reservation_id))
+               for r in [*first, *second]]
+    assert markers == [str((i + 1) * 10) for i in range(5)] + [str((100 + i) * 10) for i in range(3)]
+
+
+async def test_a_failed_redis_step_fails_nothing_twice_and_the_waiting_settles_are_written_after(
+    billing: Billing, pool: asyncpg.Pool, new_conversation: Callable, batches: list[int],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The Redis step that would have claimed the next batch fails: the batch is written again one by
+    one, and the settles that were waiting are claimed and written after it, each charged once."""
+    studio = await make_studio(pool, tier="elite")
+    conversation = await new_conversation(studio)
+    await billing.precheck(BudgetCheck(organization_id=studio.org.id))
+    first = [settle(studio, conversation, i + 1) for i in range(3)]
+    second = [settle(studio, conversation, 100 + i) for i in range(2)]
+    finish_script = billing._ledger._finish_script
+    failed: list[int] = []
+
+    async def flaky_finish(*, keys: list[str], args: list[object]) -> list[str]:
+        if not failed:
+            failed.append(len(keys))
+            raise ConnectionError("redis went away")
+        return await finish_script(keys=keys, args=args)
+
+    monkeypatch.setattr(billing._ledger, "_finish_script", flaky_finish)
+    record = ledger.Ledger._record
+    later: list[asyncio.Task[object]] = []
+
+    async def second_wave_meanwhile(self: ledger.Ledger, charges: list[ledger.Charge], *rest: object) -> None:
+        if not later:
+            later.extend(asyncio.create_task(billing.settle(r)) for r in second)
+            await asyncio.sleep(0)
+        await record(self, charges, *rest)
+
+    monkeypatch.setattr(ledger.Ledger, "_record", second_wave_meanwhile)
+    settled = await asyncio.gather(*(billing.settle(r) for r in first))
+    again = await asyncio.gather(*later)
+    assert failed == [2 + 2 * 3 + 2]  # the failed step carried the two waiting settles' claims
+    assert [s.cost_usd_micros for s in settled] == [10, 20, 30]
+    assert [s.cost_usd_micros for s in again] == [1_000, 1_010]
+    assert batches[0] == 3 and sorted(batches[1:]) == [1, 1, 1, 2]  # one by one, then the waiting two together
+    cost = 60 + 2_010
+    assert await totals(pool, studio) == (5, cost, cost)

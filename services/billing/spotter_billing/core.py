@@ -14,10 +14,11 @@ Where the numbers live:
 from __future__ import annotations
 
 import asyncio
+import re
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime, time, timedelta
+from datetime import UTC, date, datetime, time, timedelta
 from time import monotonic
 from typing import TypeVar
 
@@ -35,9 +36,9 @@ from spotter_shared.contracts.billing import (
     UsageSnapshot,
 )
 from spotter_shared import metrics
+from spotter_shared.batches import Batches
 from spotter_shared.errors import ErrorCode, SpotterError
 
-from .batches import Batches
 from .caps import UNMETERED, daily_cap, precheck_verdict, refusal_message
 from .ledger import LOCK_EXCLUSIVE, PENDING, Charge, Keys, Ledger
 from .pricing import RateCard
@@ -183,6 +184,7 @@ class Billing:
             claim_ms=_ms(timedelta(minutes=1)),
         )
         self._tiers: dict[str, tuple[str, float]] = {}
+        self._key_cache: dict[tuple[str, date], Keys] = {}
         self._reserve_script = redis.register_script(_RESERVE)
         self._reserves: Batches[_Reserve] = Batches(self._reserve_together)
         self._snapshot_script = redis.register_script(_SNAPSHOT)
@@ -201,10 +203,11 @@ class Billing:
 
     async def reserve(self, req: ReserveBudget) -> Reservation:
         org = _uuid(req.organization_id, "organization_id")
-        cap = daily_cap(await self._tier(org, cached=True))
+        cap = daily_cap(self._cached_tier(org) or await self._tier(org, cached=True))
         now = self._now()
-        amount = self._rates.upper_bound(req.model, req.input_tokens, req.max_output_tokens, now.date())
-        keys = Keys(org, now.date())
+        day = now.date()
+        amount = self._rates.upper_bound(req.model, req.input_tokens, req.max_output_tokens, day)
+        keys = self._keys(org, day)
         if cap == UNMETERED:
             # Nothing is held, but a call already settled still needs a new id to be charged again.
             settled = await self._redis.get(keys.settlement(req.reservation_id))
@@ -230,9 +233,10 @@ class Billing:
         org = _uuid(req.organization_id, "organization_id")
         user = _uuid(req.user_id, "user_id")
         conversation = _uuid(req.conversation_id, "conversation_id") if req.conversation_id is not None else None
-        await self._tier(org, cached=True)  # only that the org exists
+        if self._cached_tier(org) is None:
+            await self._tier(org, cached=True)  # only that the org exists
         now = self._now()
-        keys = Keys(org, now.date())
+        keys = self._keys(org, now.date())
         if req.usage is None:
             await self._release_script(
                 keys=[keys.holds, keys.deadlines, keys.settlement(req.reservation_id), keys.reservation(req.reservation_id)],
@@ -288,6 +292,22 @@ class Billing:
     def _now(self) -> datetime:
         now = self._clock()
         return now.replace(tzinfo=UTC) if now.tzinfo is None else now.astimezone(UTC)
+
+    def _cached_tier(self, org: str) -> str | None:
+        """The org's tier from this process's cache while it is fresh (no coroutine on the hot path)."""
+        if (hit := self._tiers.get(org)) is not None and hit[1] > monotonic():
+            return hit[0]
+        return None
+
+    def _keys(self, org: str, day: date) -> Keys:
+        """The org's keys for the day, one instance per org and day while cached (their names are
+        worked out once, see Keys)."""
+        keys = self._key_cache.get((org, day))
+        if keys is None:
+            if len(self._key_cache) >= TIER_CACHE_SIZE:
+                self._key_cache.clear()  # bounded, as the tiers
+            keys = self._key_cache[(org, day)] = Keys(org, day)
+        return keys
 
     async def _tier(self, org: str, *, cached: bool = False) -> str:
         """The org's tier. Reserve and settle (a few per model call) take it from a cache of this
@@ -371,7 +391,13 @@ class _Reserve:
     verdict: asyncio.Future[str]
 
 
+# A UUID already in its canonical form (as every caller sends it): str(uuid.UUID(v)) would give it back.
+_CANONICAL_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+
+
 def _uuid(value: str, field: str) -> str:
+    if _CANONICAL_UUID.fullmatch(value):
+        return value
     try:
         return str(uuid.UUID(value))
     except ValueError:
