@@ -137,3 +137,34 @@ async def test_a_batch_that_fails_is_written_again_one_by_one(pool: asyncpg.Pool
     rows = await pool.fetch("SELECT seq, data FROM ai_conversation_events WHERE conversation_id = $1 ORDER BY seq",
                             uuid.UUID(cmd.conversation_id))
     assert [(r["seq"], r["data"]["delta"]) for r in rows] == [(1, "a"), (2, "c")]
+
+
+async def test_a_reply_its_usage_and_its_message_done_commit_together(pool: asyncpg.Pool) -> None:
+    from spotter_shared.contracts.events import TurnUsage
+
+    store = Store(pool)
+    cmd = await _send(pool)
+    await store.begin_turn(cmd, "claude-sonnet-5-5", {"type": "conversation_started"})
+    await store.append_message(cmd.conversation_id, cmd.turn_id, "user", [{"type": "text", "text": "hi"}])
+    message_id = str(uuid.uuid4())
+    usage = TurnUsage(input_tokens=10, output_tokens=5, cache_read_tokens=3, cache_creation_tokens=2, cost_usd_micros=77)
+    done = {"type": "message_done", "messageId": message_id, "stopReason": "end_turn"}
+    seq = await store.append_reply(cmd.conversation_id, cmd.turn_id, [{"type": "text", "text": "hello"}],
+                                   stop_reason="end_turn", usage=usage, model="claude-sonnet-5-5",
+                                   message_id=message_id, done=done)
+    assert seq == 2
+    replay = await store.messages(cmd.conversation_id)
+    assert [(m.id, m.role, m.stop_reason) for m in replay][-1] == (message_id, "assistant", "end_turn")
+    turn = await store.turn(cmd.turn_id)
+    assert (turn.model_calls, turn.usage) == (1, usage)
+    assert await pool.fetchval("SELECT data FROM ai_conversation_events WHERE conversation_id = $1 AND seq = 2",
+                               uuid.UUID(cmd.conversation_id)) == done
+    # Nothing is half-written for a conversation that is not there.
+    try:
+        await store.append_reply(str(uuid.uuid4()), cmd.turn_id, [], stop_reason=None, usage=usage, model="m",
+                                 message_id=str(uuid.uuid4()), done=done)
+    except LookupError:
+        pass
+    else:
+        raise AssertionError("a reply was appended to a missing conversation")
+    assert (await store.turn(cmd.turn_id)).model_calls == 1

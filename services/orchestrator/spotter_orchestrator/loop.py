@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -154,13 +155,16 @@ class ModelLoop:
             raise
         await ctx.emitter.flush()
         usage = await self._settle(ctx, reservation_id, reply)
-        message_id = await self._store.append_message(
-            ctx.conversation_id, ctx.turn_id, "assistant", reply.content,
-            stop_reason=reply.stop_reason, usage=usage, model=ctx.model,
+        # The message, the call's usage on the turn and its message_done: one statement, then published.
+        message_id = str(uuid.uuid4())
+        done = MessageDone(message_id=message_id, stop_reason=reply.stop_reason)
+        seq = await self._store.append_reply(
+            ctx.conversation_id, ctx.turn_id, reply.content, stop_reason=reply.stop_reason, usage=usage,
+            model=ctx.model, message_id=message_id, done=done.model_dump(mode="json", exclude_none=True),
         )
         history.append({"role": "assistant", "content": reply.content})
         ctx.emitter.mark()
-        await ctx.emitter.emit(MessageDone(message_id=message_id, stop_reason=reply.stop_reason))
+        await ctx.emitter.announce(done, seq)
         calls = tool_calls(reply.content, ctx.specs)
         # Any tool_use must be answered, whatever the stop reason, or the next request is invalid.
         if calls:
@@ -192,13 +196,12 @@ class ModelLoop:
             return TurnUsage()
         metrics.MODEL_COST.labels(ctx.model).inc(settlement.cost_usd_micros)
         u = reply.usage
-        usage = TurnUsage(
+        # Added to the turn with the reply's message (Store.append_reply).
+        return TurnUsage(
             input_tokens=u.input_tokens, output_tokens=u.output_tokens, cache_read_tokens=u.cache_read_tokens,
             cache_creation_tokens=u.cache_write_5m_tokens + u.cache_write_1h_tokens,
             cost_usd_micros=settlement.cost_usd_micros,
         )
-        await self._store.add_turn_usage(ctx.turn_id, usage)
-        return usage
 
     # RunTools ---------------------------------------------------------------------------------
     async def run_tools(self, ctx: LoopContext, history: History, step: RunTools) -> CallModel | Suspended:

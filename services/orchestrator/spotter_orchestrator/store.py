@@ -114,15 +114,20 @@ class Store:
         )
         return _turn(row)
 
-    async def add_turn_usage(self, turn_id: str, usage: TurnUsage) -> None:
-        await self.pool.execute(
-            """UPDATE ai_turns SET input_tokens = input_tokens + $2, output_tokens = output_tokens + $3,
-                   cache_read_tokens = cache_read_tokens + $4, cache_creation_tokens = cache_creation_tokens + $5,
-                   cost_usd_micros = cost_usd_micros + $6, model_calls = model_calls + 1
-               WHERE id = $1""",
-            uuid.UUID(turn_id), usage.input_tokens, usage.output_tokens, usage.cache_read_tokens,
-            usage.cache_creation_tokens, usage.cost_usd_micros,
+    async def append_reply(self, conversation_id: str, turn_id: str, content: Content, *, stop_reason: str | None,
+                           usage: TurnUsage, model: str, message_id: str, done: dict[str, Any]) -> int:
+        """A model call's reply in one statement: the assistant message, the call's usage added to the
+        turn (model_calls + 1), and its `message_done` event (`done`, whose number comes back). A crash
+        leaves all three or none, so a redelivered turn never sees the message without its usage."""
+        seq = await self.pool.fetchval(
+            _APPEND_REPLY,
+            uuid.UUID(message_id), uuid.UUID(conversation_id), content, preview_of(content), stop_reason,
+            usage.input_tokens, usage.output_tokens, usage.cache_read_tokens, usage.cache_creation_tokens, model,
+            uuid.UUID(turn_id), usage.cost_usd_micros, done,
         )
+        if seq is None:
+            raise LookupError(f"conversation {conversation_id} does not exist")
+        return seq
 
     async def conversation_cost(self, conversation_id: str) -> int:
         """What the conversation's turns have cost so far, in USD micros (a pack's rules weigh it)."""
@@ -352,6 +357,30 @@ started AS (
     SELECT id, 1, $8, 'conversation_started', $10 FROM conversation WHERE $10::jsonb IS NOT NULL
     RETURNING seq)
 SELECT turn.*, (SELECT seq FROM started) AS started_seq FROM turn
+"""
+
+# Store.append_reply: one counter bump for both the message's position and its event's seq.
+_APPEND_REPLY = """
+WITH c AS (
+    UPDATE ai_conversations
+       SET last_message_at = now(), updated_at = now(), last_event_seq = last_event_seq + 1,
+           last_message_position = greatest(last_message_position,
+               (SELECT coalesce(max(position), 0) FROM ai_messages WHERE conversation_id = $2)) + 1
+     WHERE id = $2
+ RETURNING last_message_position, last_event_seq),
+message AS (
+    INSERT INTO ai_messages (id, conversation_id, role, content, preview, stop_reason, input_tokens, output_tokens,
+                             cache_read_tokens, cache_creation_tokens, model, turn_id, position)
+    SELECT $1, $2, 'assistant', $3, $4, $5, $6, $7, $8, $9, $10, $11, c.last_message_position FROM c),
+turn AS (
+    UPDATE ai_turns SET input_tokens = input_tokens + $6, output_tokens = output_tokens + $7,
+                        cache_read_tokens = cache_read_tokens + $8, cache_creation_tokens = cache_creation_tokens + $9,
+                        cost_usd_micros = cost_usd_micros + $12, model_calls = model_calls + 1
+     WHERE id = $11 AND EXISTS (SELECT 1 FROM c)),
+event AS (
+    INSERT INTO ai_conversation_events (conversation_id, seq, turn_id, type, data)
+    SELECT $2, c.last_event_seq, $11, 'message_done', $13 FROM c)
+SELECT last_event_seq FROM c
 """
 
 # Store._append: the next position under the conversation's row lock, and the message with it. The

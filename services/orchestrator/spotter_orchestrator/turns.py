@@ -117,15 +117,21 @@ class TurnRunner:
         # A first delivery has not stored its message yet, so it will check the budget and search for
         # ambient context: both start now, beside the turn's set-up, as they are on the way to the model call.
         asked = FirstQuestions.ask(self._peers, cmd) if delivery.attempt == 1 else None
+        # What the turn reads first starts now too. Only on a first delivery: the gateway claimed the
+        # conversation for this turn before publishing it, so nothing else writes to it meanwhile (a
+        # redelivery reads once the lease is its own, after a dead attempt's writes).
+        reads = FirstReads.start(self, cmd) if delivery.attempt == 1 else None
         try:
             started = ConversationStarted(conversation_id=cmd.conversation_id) if cmd.is_new else None
             turn = await self._store.begin_turn(cmd, self._settings.spotter_model,
                                                 started.model_dump(mode="json", exclude_none=True) if started else None)
             outcome = await self._turn(_meta(cmd), turn, delivery,
-                                       lambda emitter, t: self._run_send(cmd, t, emitter, delivery, asked))
+                                       lambda emitter, t: self._run_send(cmd, t, emitter, delivery, asked, reads))
         finally:
             if asked is not None:
                 asked.drop()
+            if reads is not None:
+                reads.drop()
         # The title also when a replica died making it: the command comes back after the turn
         # finished, and the repeated call takes over the dead one's budget hold (`<turn>:title`).
         untitled = (turn.status == "completed"
@@ -267,7 +273,7 @@ class TurnRunner:
 
     # send -------------------------------------------------------------------------------------------
     async def _run_send(self, cmd: SendMessage, turn: TurnRecord, emitter: Emitter, delivery: Delivery,
-                        asked: FirstQuestions | None = None) -> Outcome:
+                        asked: FirstQuestions | None = None, reads: FirstReads | None = None) -> Outcome:
         logged = await self._store.turn_events(cmd.conversation_id, cmd.turn_id) if turn.attempts > 1 else []
         if turn.started_seq is not None:
             # Stored with the conversation by begin_turn; listeners hear of it now that the turn runs here.
@@ -276,13 +282,11 @@ class TurnRunner:
             await emitter.emit(ConversationStarted(conversation_id=cmd.conversation_id))
         TurnStarted(trace_id=cmd.trace_id, org_id=cmd.actor.organization_id, endpoint="messages",
                     attempt=delivery.attempt, prompt_length=len(cmd.message)).log(log)
-        # The org, the replay and the caller's recent activity are read side by side (the activity
-        # needs the org's timezone only when there is a session to describe).
-        org_read = asyncio.ensure_future(self._store.org_context(cmd.actor.organization_id, cmd.actor.user_id))
-        activity = asyncio.ensure_future(self._recent_activity(cmd.actor, _timezone(org_read)))
+        reads = reads or FirstReads.start(self, cmd, new=False)
+        activity = reads.activity
         write: asyncio.Task[str] | None = None
         try:
-            org, stored = await asyncio.gather(org_read, self._store.messages(cmd.conversation_id))
+            org, stored = await asyncio.gather(reads.org, reads.stored)
             if not self._settings.model_configured or not org.agent_enabled:
                 return Failed(ErrorCode.AGENT_DISABLED, "The AI assistant is not enabled for this workspace.")
 
@@ -322,7 +326,7 @@ class TurnRunner:
                 emitter.suppress_prefix(len(unfinished_text(logged)))
             return await self._loop.drive(ctx, history_of(stored, self._settings.spotter_prompt_layout), step)
         finally:
-            activity.cancel()
+            reads.drop()
             if write is not None:
                 await write  # already awaited before any model call; here for the paths that made none
 
@@ -527,6 +531,37 @@ class TurnRunner:
 
 async def _timezone(org: Awaitable[OrgContext]) -> str:
     return (await org).timezone
+
+
+async def _nothing_stored() -> list[StoredMessage]:
+    return []
+
+
+@dataclass(frozen=True)
+class FirstReads:
+    """What a send reads before its model call, side by side: the org (with the caller), the replay
+    (none for a conversation this very turn creates) and the caller's recent activity (which needs
+    the org's timezone only when there is a session to describe)."""
+
+    org: asyncio.Future[OrgContext]
+    stored: asyncio.Future[list[StoredMessage]]
+    activity: asyncio.Future[str | None]
+
+    @classmethod
+    def start(cls, runner: TurnRunner, cmd: SendMessage, *, new: bool | None = None) -> FirstReads:
+        store = runner._store
+        org = asyncio.ensure_future(store.org_context(cmd.actor.organization_id, cmd.actor.user_id))
+        fresh = cmd.is_new if new is None else new
+        stored = asyncio.ensure_future(_nothing_stored() if fresh else store.messages(cmd.conversation_id))
+        activity = asyncio.ensure_future(runner._recent_activity(cmd.actor, _timezone(org)))
+        return cls(org=org, stored=stored, activity=activity)
+
+    def drop(self) -> None:
+        for task in (self.activity, self.stored, self.org):
+            if not task.done():
+                task.cancel()
+            elif not task.cancelled():
+                task.exception()
 
 
 @dataclass(frozen=True)
