@@ -61,6 +61,21 @@ class Run(enum.Enum):
     RUNNING_ELSEWHERE = 2
 
 
+# The gateway's claim (`_CLAIM`) as a Lua function, for a script that claims the lease together with other
+# work in one round trip (the gateway admits a send: its rate limits, then the lease). Same key, same value
+# (the bare turn id), same TTL and the same answer: 1 when taken or renewed for this turn, 0 when another holds it.
+CLAIM_FUNCTION = """
+local function claim_lease(key, turn_id, ttl_ms)
+  local owner = redis.call('GET', key)
+  if owner == false or owner == turn_id then
+    redis.call('SET', key, turn_id, 'PX', ttl_ms)
+    return 1
+  end
+  return 0
+end
+"""
+
+
 def lease_key(conversation_id: str) -> str:
     """The Redis key of a conversation's turn lease (the gateway's watchdog reads thousands at once)."""
     return f"spotter:turn-lock:{conversation_id}"
@@ -73,6 +88,11 @@ class TurnLock:
         self._claim = redis.register_script(_CLAIM)
         self._run = redis.register_script(_RUN)
         self._release = redis.register_script(_RELEASE)
+
+    @property
+    def ttl_ms(self) -> int:
+        """The lease's time to live, for a claim made by another script (`CLAIM_FUNCTION`)."""
+        return self._ttl_ms
 
     async def claim(self, conversation_id: str, turn_id: str) -> bool:
         """Admit a turn: take (or renew) the lease for it; False when another turn holds it."""

@@ -446,3 +446,41 @@ async def test_the_watchdog_sends_at_most_pings_per_look_keep_alives_at_once(
             assert await asyncio.wait_for(asyncio.gather(*(pending.pop(feed) for feed in pinged)), WAIT_S) == [[]] * expected
         for feed in feeds:
             feed.hang_up()
+
+
+@pytest.mark.usefixtures("no_poll")
+async def test_a_log_read_ahead_and_a_turn_known_to_run_cost_the_stream_no_query(conversation: Conversation, feed: ListFeed) -> None:
+    """A send's stream: the log after its cursor was read while the command was published (`known`), and
+    the turn was just published (`running`): the stream starts with neither a read nor a check."""
+    conversation.done_at = 4
+    known = conversation.store(1, 2)
+    asked = 0
+
+    async def still_running() -> bool:
+        nonlocal asked
+        asked += 1
+        return True
+
+    batches = feed.batches(0, is_done, 60.0, still_running, known=known, running=True)
+    async with aclosing(batches) as stream:
+        assert await asyncio.wait_for(anext(stream), WAIT_S) == known
+        three = await conversation.emit(3)
+        done = await conversation.emit(4)
+        served = []
+        async for batch in stream:
+            served += batch
+        assert served == [three, done]
+    assert feed.reads == [] and asked == 0
+
+
+@pytest.mark.usefixtures("no_poll")
+async def test_a_gap_after_the_events_read_ahead_is_still_read(conversation: Conversation, feed: ListFeed) -> None:
+    conversation.done_at = 3
+    known = conversation.store(1)
+    two = conversation.store(2)  # stored after the read ahead; its publish is lost
+    batches = feed.batches(0, is_done, 60.0, running, known=known, running=True)
+    async with aclosing(batches) as stream:
+        assert await asyncio.wait_for(anext(stream), WAIT_S) == known
+        done = await conversation.emit(3)  # 3 while the cursor is at 1: the gap is read
+        assert await asyncio.wait_for(anext(stream), WAIT_S) == [*two, done]
+    assert feed.reads == [1]

@@ -61,6 +61,17 @@ async def test_a_user_over_the_limit_is_refused_with_retry_after(http: httpx.Asy
         uuid.UUID(studio.org.id)) == 0
 
 
+async def test_an_invalid_send_is_counted_too_and_the_limit_answers_first(http: httpx.AsyncClient, pool: asyncpg.Pool) -> None:
+    studio = await make_studio(pool)
+    url = f"/organizations/{studio.org.id}/agent/messages"
+    blank = {"conversationId": str(uuid.uuid4()), "message": "   "}
+    statuses = [(await http.post(url, json=blank, headers=auth(studio.owner.user_id))).status_code for _ in range(3)]
+    assert statuses == [400, 400, 400]
+    assert (await http.post(url, json=blank, headers=auth(studio.owner.user_id))).status_code == 429
+    assert (await send(http, studio, studio.owner.user_id)).status_code == 429
+    assert (await http.post(url, json=blank, headers=auth(str(uuid.uuid4())))).status_code == 401  # auth still first
+
+
 async def test_the_organization_limit_counts_everyone_in_it(http: httpx.AsyncClient, pool: asyncpg.Pool) -> None:
     studio, other = await make_studio(pool), await make_studio(pool)
     people = [studio.owner, studio.admin, studio.coach]

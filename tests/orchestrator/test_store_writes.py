@@ -168,3 +168,25 @@ async def test_a_reply_its_usage_and_its_message_done_commit_together(pool: asyn
     else:
         raise AssertionError("a reply was appended to a missing conversation")
     assert (await store.turn(cmd.turn_id)).model_calls == 1
+
+
+async def test_a_cancelled_append_is_stored_before_its_caller_stops(pool: asyncpg.Pool) -> None:
+    store = Store(pool)
+    cmd = await _send(pool)
+    await store.begin_turn(cmd, "claude-sonnet-5-5")
+    # The second append waits behind the first batch; its caller is cancelled meanwhile.
+    first = asyncio.ensure_future(store.append_event(cmd.conversation_id, cmd.turn_id, "text_delta",
+                                                     {"type": "text_delta", "delta": "a"}))
+    await asyncio.sleep(0)
+    second = asyncio.ensure_future(store.append_event(cmd.conversation_id, cmd.turn_id, "text_delta",
+                                                      {"type": "text_delta", "delta": "b"}))
+    await asyncio.sleep(0)
+    second.cancel()
+    try:
+        await second
+    except asyncio.CancelledError:
+        pass
+    # By the time the cancelled caller has stopped, its event is in the log.
+    assert await pool.fetchval("SELECT count(*) FROM ai_conversation_events WHERE conversation_id = $1",
+                               uuid.UUID(cmd.conversation_id)) == 2
+    assert await first == 1

@@ -8,9 +8,10 @@ import unicodedata
 import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import aclosing
+from dataclasses import dataclass
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Header, Path, Query, Request
+from fastapi import APIRouter, Depends, Header, Path, Query, Request
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 from nats.errors import NoRespondersError
@@ -18,16 +19,18 @@ from redis.exceptions import RedisError
 
 from spotter_shared import bus
 from spotter_shared.contracts.billing import UsageQuery
-from spotter_shared.contracts.commands import OrganizeConversation, PageContext, SendMessage, TurnCommand
+from spotter_shared.contracts.commands import Actor, OrganizeConversation, PageContext, SendMessage, TurnCommand
 from spotter_shared.contracts.events import Done, ErrorEvent, TurnUsage
 from spotter_shared.contracts.rag import EmbedRequest
 from spotter_shared.errors import ErrorCode, RemoteError, SpotterError
 from spotter_shared.turnlock import TurnLock
 
 from . import conversations, edges, search
-from .deps import Member, Pool, parse_uuid
+from .deps import (
+    MEMBER_COLUMNS, MEMBER_JOINS, Member, Pool, member_actor, org_member, org_uuid_of, parse_uuid, require_staff, verified_user_id,
+)
 from .edges import UNREACHABLE
-from .ratelimit import LimitedStaff
+from .ratelimit import Lease
 from .errors import trace_id
 from .sse import SseResponse, frame, ping
 from .streams import EventFeed, LoggedEvent, StreamIdle
@@ -105,56 +108,141 @@ def busy_response(request: Request, conversation_id: str, trace: str) -> SseResp
                               "This conversation is still answering. Wait for it to finish or cancel it.", conversation_id)
 
 
-@router.post("/messages")
-async def send_message(
+# One statement for everything a send reads before it is admitted: the caller and their membership,
+# the conversation the body names (when it is the caller's own) and the turn an Idempotency-Key already
+# started, with the sequence number its stream starts after.
+_SEND = f"""SELECT {MEMBER_COLUMNS}, c.id AS conversation_id, c.last_event_seq,
+       t.conversation_id AS earlier_conversation_id,
+       (SELECT min(e.seq) FROM ai_conversation_events e
+         WHERE e.conversation_id = t.conversation_id AND e.turn_id = t.id) AS earlier_first_seq
+  {MEMBER_JOINS}
+  LEFT JOIN ai_conversations c ON c.id = $3 AND c.organization_id = $2 AND c.user_id = u.id
+  LEFT JOIN ai_turns t ON t.id = $4
+ WHERE u.id = $1"""
+
+
+@dataclass(frozen=True)
+class SendAdmission:
+    """What a send's admission found, for the handler to answer in the order a send always has:
+    a message too long, a conversation that is not the caller's, the Idempotency-Key's earlier turn,
+    a busy conversation — each after the rate limits."""
+
+    actor: Actor
+    body: SendBody
+    idempotency_key: str | None
+    command_id: str
+    turn_id: str
+    too_long: bool
+    conversation_id: str | None  # None: the body names a conversation that is not the caller's
+    is_new: bool
+    after: int
+    earlier: tuple[str, int] | None  # the earlier turn's conversation and the sequence its stream starts after
+    claimed: bool | None  # the lease, claimed for this turn or held by another; None when not asked for
+
+
+async def send_admission(
     request: Request,
+    org_id: Annotated[str, Path(alias="orgId")],
     body: SendBody,
-    actor: LimitedStaff,
-    db: Pool,
     idempotency_key: Annotated[str | None, Header(alias="Idempotency-Key", max_length=64)] = None,
-) -> SseResponse:
-    settings = request.app.state.settings
-    trace = trace_id(request)
-    if len(body.message) > settings.spotter_max_message_chars:
-        raise SpotterError(ErrorCode.INVALID_REQUEST, f"message is longer than {settings.spotter_max_message_chars} characters.")
+) -> SendAdmission:
+    """A send's checks in two round trips: one statement (the caller, their membership, the conversation,
+    an earlier turn of the same Idempotency-Key), then one Redis script (the user's and the
+    organization's rate limits, then — only for a turn that is to start — the conversation's lease).
+    Unauthorized, not_found (organization), forbidden and rate_limited come out of here, in that order."""
+    request.state.send_admitted = True
+    user_id = verified_user_id(request)
+    state = request.app.state
+    org_uuid = await org_uuid_of(request, state.pool, user_id, org_id)
     command_id = idempotency_key or str(uuid.uuid4())
-    turn_id = str(uuid.uuid5(_IDEMPOTENCY_NS, f"{actor.user_id}:{command_id}"))
+    turn_id = str(uuid.uuid5(_IDEMPOTENCY_NS, f"{user_id}:{command_id}"))
+    row = await state.pool.fetchrow(_SEND, user_id, org_uuid, body.conversation_id,
+                                    uuid.UUID(turn_id) if idempotency_key else None)
+    actor = require_staff(member_actor(request, row, org_uuid))
+    assert row is not None
+    too_long = len(body.message) > state.settings.spotter_max_message_chars
+    conversation_id: str | None
     if body.conversation_id is not None:
-        conversation = await conversations.owned_conversation(db, actor, body.conversation_id)
-        conversation_id, is_new, after = str(conversation["id"]), False, conversation["last_event_seq"]
+        conversation_id = str(row["conversation_id"]) if row["conversation_id"] is not None else None
+        is_new, after = False, row["last_event_seq"] or 0
     else:
         conversation_id = str(uuid.uuid5(_IDEMPOTENCY_NS, f"conversation:{turn_id}")) if idempotency_key else str(uuid.uuid4())
         is_new, after = True, 0
+    # A retried POST with the same Idempotency-Key: that turn is replayed instead of starting one. Without
+    # a key the command id was just drawn, so there is no such turn (the statement did not look).
+    earlier = None
+    if row["earlier_conversation_id"] is not None:
+        earlier = (str(row["earlier_conversation_id"]), (row["earlier_first_seq"] or 1) - 1)
+    starts = conversation_id is not None and not too_long and earlier is None
+    lease = Lease(conversation_id, turn_id, state.turn_lock.ttl_ms) if starts and conversation_id else None
+    claimed = await state.rate_limits.admit(actor, lease)
+    return SendAdmission(actor=actor, body=body, idempotency_key=idempotency_key, command_id=command_id, turn_id=turn_id,
+                         too_long=too_long, conversation_id=conversation_id, is_new=is_new, after=after, earlier=earlier,
+                         claimed=claimed)
 
-    # A retried POST with the same Idempotency-Key: replay that turn instead of starting one. Without a
-    # key the command id was just drawn, so there is no such turn to look for.
-    replay = await existing_turn_stream(request, turn_id) if idempotency_key else None
-    if replay is not None:
-        return replay
 
-    lock: TurnLock = request.app.state.turn_lock
-    if not await lock.claim(conversation_id, turn_id):
-        return busy_response(request, conversation_id, trace)
+async def refused_send(request: Request, org_id: Annotated[str, Path(alias="orgId")]) -> None:
+    """Only for a send whose body or Idempotency-Key is invalid (FastAPI then skips `send_admission`):
+    it is still authenticated and counted against the rate limits before its 400, as every send is."""
+    if getattr(request.state, "send_admitted", False):
+        return
+    actor = require_staff(await org_member(request, org_id))
+    await request.app.state.rate_limits.check(actor)
 
+
+@router.post("/messages")
+async def send_message(
+    request: Request,
+    admission: Annotated[SendAdmission, Depends(send_admission)],
+    _refused: Annotated[None, Depends(refused_send)],
+) -> SseResponse:
+    settings = request.app.state.settings
+    trace = trace_id(request)
+    if admission.too_long:
+        raise SpotterError(ErrorCode.INVALID_REQUEST, f"message is longer than {settings.spotter_max_message_chars} characters.")
+    if admission.conversation_id is None:
+        raise SpotterError(ErrorCode.NOT_FOUND, "Conversation not found.")
+    if admission.earlier is not None:
+        conversation_id, after = admission.earlier
+        return await turn_stream(request, conversation_id, admission.turn_id, after)
+    if not admission.claimed:
+        return busy_response(request, admission.conversation_id, trace)
+
+    body = admission.body
     command = SendMessage(
-        command_id=command_id, turn_id=turn_id, conversation_id=conversation_id, is_new=is_new, actor=actor,
-        message=body.message, page_context=body.page_context, trace_id=trace,
+        command_id=admission.command_id, turn_id=admission.turn_id, conversation_id=admission.conversation_id,
+        is_new=admission.is_new, actor=admission.actor, message=body.message, page_context=body.page_context, trace_id=trace,
     )
-    return await start_turn(request, edges.send_message, command, after)
+    # A new conversation under an id drawn just now has nothing in its log before this command.
+    fresh = admission.is_new and admission.idempotency_key is None
+    return await start_turn(request, edges.send_message, command, admission.after, fresh=fresh)
 
 
-async def start_turn(request: Request, publisher: bus.Publisher, command: TurnCommand, after: int) -> SseResponse:
+async def start_turn(request: Request, publisher: bus.Publisher, command: TurnCommand, after: int, *,
+                     fresh: bool = False) -> SseResponse:
     """Publish a turn command (its lease is held) and stream its events until its `done`. The feed
-    is attached before publishing, so no event can be missed in between."""
+    is attached before publishing, so no event can be missed in between; the log after `after` is read
+    while the command is published (`fresh`: a log known to be empty is not read), and the turn, just
+    published, is known to run (its stream does not ask)."""
     feed = await open_feed(request, command.conversation_id)
+    read = None if fresh else asyncio.ensure_future(feed.read_after(after))
     try:
         await bus.publish_command(publisher, command)
     except Exception as exc:
+        if read is not None:
+            await asyncio.gather(read, return_exceptions=True)
         await feed.close()
         await request.app.state.turn_lock.release(command.conversation_id, command.turn_id)
         log.warning("could not publish %s: %s", type(command).__name__, exc)
         raise SpotterError(ErrorCode.INTERNAL, UNREACHABLE, status=503) from exc
-    return feed_response(feed, _turn_events(request, feed, command.turn_id, after))
+    known: list[LoggedEvent] | None = []
+    if read is not None:
+        try:
+            known = await read
+        except Exception as exc:  # noqa: BLE001 — the stream reads the log itself, as it always did
+            log.warning("could not read the log of %s ahead of its stream: %r", command.conversation_id, exc)
+            known = None
+    return feed_response(feed, _turn_events(request, feed, command.turn_id, after, known=known, running=True))
 
 
 async def open_feed(request: Request, conversation_id: str) -> EventFeed:
@@ -173,11 +261,17 @@ async def existing_turn_stream(request: Request, turn_id: str) -> SseResponse | 
         "SELECT min(seq) FROM ai_conversation_events WHERE conversation_id = $1 AND turn_id = $2",
         existing["conversation_id"], uuid.UUID(turn_id),
     )
-    feed = await open_feed(request, str(existing["conversation_id"]))
-    return feed_response(feed, _turn_events(request, feed, turn_id, (first or 1) - 1))
+    return await turn_stream(request, str(existing["conversation_id"]), turn_id, (first or 1) - 1)
 
 
-def _turn_events(request: Request, feed: EventFeed, turn_id: str, after: int) -> AsyncIterator[bytes]:
+async def turn_stream(request: Request, conversation_id: str, turn_id: str, after: int) -> SseResponse:
+    """An earlier turn's events, from `after` until its `done`."""
+    feed = await open_feed(request, conversation_id)
+    return feed_response(feed, _turn_events(request, feed, turn_id, after))
+
+
+def _turn_events(request: Request, feed: EventFeed, turn_id: str, after: int, *, known: list[LoggedEvent] | None = None,
+                 running: bool = False) -> AsyncIterator[bytes]:
     """Events of the conversation from `after` until this turn's `done`."""
     settings = request.app.state.settings
     db = request.app.state.pool
@@ -185,7 +279,7 @@ def _turn_events(request: Request, feed: EventFeed, turn_id: str, after: int) ->
     def stop(event: LoggedEvent) -> bool:
         return event.type == "done" and event.turn_id == turn_id
 
-    async def running() -> bool:
+    async def still_running() -> bool:
         status = await db.fetchval("SELECT status::text FROM ai_turns WHERE id = $1", uuid.UUID(turn_id))
         # Not yet picked up (the command waits in JetStream) counts as running.
         return status is None or status == "running"
@@ -194,7 +288,8 @@ def _turn_events(request: Request, feed: EventFeed, turn_id: str, after: int) ->
         return transient_error(ErrorCode.INTERNAL, "No progress from the assistant; the turn may still finish — reopen the conversation.",
                                trace_id(request), None)
 
-    return sse_chunks(feed.batches(after, stop, settings.spotter_stream_idle_timeout_s, running, settings.spotter_sse_ping_s), idle)
+    return sse_chunks(feed.batches(after, stop, settings.spotter_stream_idle_timeout_s, still_running, settings.spotter_sse_ping_s,
+                                   known=known, running=running), idle)
 
 
 @router.get("/conversations/{conversationId}/events")

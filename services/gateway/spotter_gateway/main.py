@@ -7,8 +7,11 @@ from contextlib import asynccontextmanager
 
 import uvicorn
 from fastapi import FastAPI
+from opentelemetry.instrumentation.asgi import OpenTelemetryMiddleware
 from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
 from opentelemetry.trace import Span
+from starlette.middleware.errors import ServerErrorMiddleware
+from starlette.types import ASGIApp
 
 from spotter_shared import telemetry
 from spotter_shared.auth import TokenVerifier
@@ -25,7 +28,7 @@ from .streams import LiveEvents
 def create_app(settings: GatewaySettings) -> FastAPI:
     broker = edges.create_broker(settings)
     # Built here, not in the lifespan: a malformed limit stops the gateway before it serves anything.
-    rate_limits = RateLimits(settings.redis_url, settings.spotter_rate_limit_user, settings.spotter_rate_limit_org)
+    rate_limits = RateLimits(settings.spotter_rate_limit_user, settings.spotter_rate_limit_org)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -35,10 +38,16 @@ def create_app(settings: GatewaySettings) -> FastAPI:
             app.state.settings, app.state.broker, app.state.pool, app.state.live = settings, broker, opened.pool, live
             app.state.redis, app.state.turn_lock = opened.redis, TurnLock(opened.redis, settings.spotter_turn_lock_ttl_s)
             app.state.verifier = TokenVerifier(settings)
+            rate_limits.use(opened.redis)
             app.state.rate_limits = rate_limits
             yield
 
-    app = FastAPI(title="Spotter gateway", version="0.1.0", lifespan=lifespan)
+    traced = telemetry.instrumented("fastapi")
+    # The server spans are OpenTelemetry's instrumentor's (below). FastAPI's own telemetry steps aside for
+    # it anyway (it finds the instrumentor's middleware in the stack, on every request): switched off
+    # here, a request does not pass through it at all. Without the instrumentor it stays as it was.
+    native = {"tracing": False, "metrics": False, "logs": False} if traced else None
+    app = FastAPI(title="Spotter gateway", version="0.1.0", lifespan=lifespan, telemetry=native)
     errors.install(app)
     app.add_middleware(RequestGuard, max_body_bytes=settings.spotter_max_body_bytes, requests_total=ops.REQUESTS_TOTAL)
     for router in (ops.router, agent.router, hitl.router, hitl.audit_router, studio.router, sessions.router,
@@ -47,10 +56,27 @@ def create_app(settings: GatewaySettings) -> FastAPI:
     web.install(app, settings)
     # One server span per request, continuing the caller's `traceparent`; the bus carries it on.
     # No span per SSE chunk (send/receive), none for probes and static files.
-    if telemetry.instrumented("fastapi"):
+    if traced:
         FastAPIInstrumentor.instrument_app(app, server_request_hook=_without_query, exclude_spans=["receive", "send"],
                                            excluded_urls="/healthz,/readyz,/metrics,/assets/")
+        _without_outer_error_middleware(app)
     return app
+
+
+def _without_outer_error_middleware(app: FastAPI) -> None:
+    """The instrumentor wraps its middleware in one more ServerErrorMiddleware, with no handler, in case
+    the instrumentation itself raises; every response's `send` went through it. Without it such an error
+    reaches uvicorn, which answers the same plain 500 and logs it. The inner ServerErrorMiddleware (our
+    handler, inside the span) is untouched."""
+    build = app.build_middleware_stack
+
+    def build_middleware_stack() -> ASGIApp:
+        stack = build()
+        if isinstance(stack, ServerErrorMiddleware) and stack.handler is None and isinstance(stack.app, OpenTelemetryMiddleware):
+            return stack.app
+        return stack
+
+    app.build_middleware_stack = build_middleware_stack  # type: ignore[method-assign]
 
 
 def _without_query(span: Span, scope: dict) -> None:

@@ -24,12 +24,15 @@ class RequestGuard:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
         # The request's W3C trace id (from its `traceparent`, or new), so that the traceId in an error,
         # in a log line and in the trace backend is one id.
         trace = telemetry.current_trace_id() or uuid.uuid4().hex
         scope.setdefault("state", {})["trace_id"] = trace
-        length = headers.get("content-length", "")
+        # The last content-length, as a dict of the headers would have kept (no dict built per request).
+        length = ""
+        for name, value in scope["headers"]:
+            if name == b"content-length":
+                length = value.decode("latin-1")
         if length.isdigit() and int(length) > self.max_body_bytes:
             response = errors.error_response(Request(scope), 413, ErrorCode.INVALID_REQUEST, "Request body too large.")
             await response(scope, receive, send)

@@ -55,6 +55,7 @@ class SseResponse(Response):
     response ends, even when its body never started."""
 
     media_type = "text/event-stream"
+    _raw_headers: tuple[tuple[bytes, bytes], ...] | None = None
 
     def __init__(self, chunks: AsyncIterator[bytes], *, on_disconnect: Callable[[], None] | None = None,
                  on_close: Callable[[], Awaitable[None]] | None = None) -> None:
@@ -63,7 +64,11 @@ class SseResponse(Response):
         self.on_close = on_close
         self.status_code = 200
         self.background = None
-        self.init_headers(HEADERS)
+        # The same headers for every stream: encoded once (Response.init_headers), copied per response.
+        if SseResponse._raw_headers is None:
+            self.init_headers(HEADERS)
+            SseResponse._raw_headers = tuple(self.raw_headers)
+        self.raw_headers = list(SseResponse._raw_headers)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         listener: asyncio.Task[None] | None = None

@@ -344,16 +344,26 @@ class EventFeed:
                 yield event
 
     async def batches(self, after: int, stop: StopRule, idle_timeout_s: float, still_running: Callable[[], Any],
-                      ping_s: float | None = None) -> AsyncIterator[list[LoggedEvent]]:
+                      ping_s: float | None = None, *, known: list[LoggedEvent] | None = None,
+                      running: bool = False) -> AsyncIterator[list[LoggedEvent]]:
         """`events`, a batch at a time: everything ready at once (each batch is one `send`). With
-        `ping_s`, an empty batch when nothing was yielded for that long — the stream's keep-alive."""
+        `ping_s`, an empty batch when nothing was yielded for that long — the stream's keep-alive.
+        `known`: the log after `after`, read since this feed was attached (`read_after`), so the stream
+        does not read it again at the start. `running`: the caller knows the turn runs (it has just
+        published its command), so the stream does not ask at the start — as if it had, and heard yes."""
         self.cursor = after
         self._idle_timeout_s, self._ping_s = idle_timeout_s, ping_s
         self._active_at = self._sent_at = time.monotonic()
         # The log is read at the start, on a gap, after a full page and when the watchdog finds it
         # ahead; whether the turn still runs is asked at the start and when the watchdog finds its
         # lease gone — never after each event (that would be a query per event).
-        self._must_read, self._must_check = True, True
+        self._must_read, self._must_check = known is None or len(known) >= PAGE, not running
+        for event in known or ():
+            # Served like live events, in sequence; a live copy that came first is the same event.
+            self._live.setdefault(event.seq, event)
+        if running:
+            self._check_after = self._active_at + self._check_every
+            self._check_every = min(self._check_every * 2, POLL_S * QUIET_POLL_MAX)
         try:
             while not self._hung_up:
                 self._wake.clear()

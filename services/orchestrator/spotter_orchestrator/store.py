@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import re
 import uuid
@@ -262,7 +263,14 @@ class Store:
             pending = _LogAppend(uuid.UUID(conversation_id), uuid.UUID(turn_id), type_, data,
                                  asyncio.get_running_loop().create_future())
             self._log.add("log", pending)
-            return await pending.seq
+            try:
+                return await asyncio.shield(pending.seq)
+            except asyncio.CancelledError:
+                # A stopped turn lets go of its lease next: its queued write lands (or fails) first,
+                # so nothing of it reaches the log after the next attempt has read what is there.
+                with contextlib.suppress(Exception):
+                    await pending.seq
+                raise
         return await self.pool.fetchval(
             """WITH s AS (UPDATE ai_conversations SET last_event_seq = last_event_seq + 1
                           WHERE id = $1 RETURNING last_event_seq),
