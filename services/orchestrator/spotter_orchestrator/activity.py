@@ -13,7 +13,7 @@ import html
 import re
 import uuid
 from collections import defaultdict
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
@@ -60,17 +60,18 @@ class Line:
     text: str
 
 
-async def recent_activity(pool: asyncpg.Pool, organization_id: str, user_id: str, timezone: str | Awaitable[str],
-                          now: datetime, *, limit: int = RECENT_EVENTS) -> str | None:
+async def recent_activity(pool: asyncpg.Pool, organization_id: str, user_id: str,
+                          timezone: str | Callable[[], Awaitable[str]], now: datetime, *,
+                          limit: int = RECENT_EVENTS) -> str | None:
     """The block for this person in this studio, or None when they are not working on a task. The
-    studio's timezone may still be on its way (the turn reads it beside this): it is awaited only
+    studio's timezone may still be on its way (the turn reads it beside this): it is asked for only
     once there is a session to describe."""
     reader = SessionReader(pool, organization_id, "mixed")
     session = await running_human_session(reader, user_id)
     if session is None or session.task_id is None:
         return None
     if not isinstance(timezone, str):
-        timezone = await timezone
+        timezone = await timezone()
     task = await task_ref(pool, organization_id, session.task_id)
     tail = await reader.events(session.id, after_sequence=max(0, session.last_sequence - 3 * limit),
                                event_types=("human.navigate", "human.entity_view", "human.marker", "human.task_switch"),

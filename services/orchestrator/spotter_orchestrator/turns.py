@@ -519,7 +519,7 @@ class TurnRunner:
         )
 
 
-    async def _recent_activity(self, actor: Actor, timezone: str | Awaitable[str]) -> str | None:
+    async def _recent_activity(self, actor: Actor, timezone: str | Callable[[], Awaitable[str]]) -> str | None:
         """Context, not a precondition: a turn goes on without it if it cannot be read."""
         try:
             return await recent_activity(self._store.pool, actor.organization_id, actor.user_id, timezone,
@@ -553,7 +553,7 @@ class FirstReads:
         org = asyncio.ensure_future(store.org_context(cmd.actor.organization_id, cmd.actor.user_id))
         fresh = cmd.is_new if new is None else new
         stored = asyncio.ensure_future(_nothing_stored() if fresh else store.messages(cmd.conversation_id))
-        activity = asyncio.ensure_future(runner._recent_activity(cmd.actor, _timezone(org)))
+        activity = asyncio.ensure_future(runner._recent_activity(cmd.actor, lambda: _timezone(org)))
         return cls(org=org, stored=stored, activity=activity)
 
     def drop(self) -> None:
