@@ -25,7 +25,8 @@ class Table:
 
 TABLES: Final[tuple[Table, ...]] = (
     # The agent loop: the conversation, its history and its append-only event log.
-    Table("ai_conversations", "orchestrator", "A conversation; its last_event_seq numbers the event log."),
+    Table("ai_conversations", "orchestrator", "A conversation; its last_event_seq numbers the event log, "
+          "its last_message_position the messages (both bumped under the row lock)."),
     Table("ai_messages", "orchestrator", "The model-facing history, replayed into each prompt."),
     Table("ai_turns", "orchestrator", "One user message or resume command and how it ended."),
     Table("ai_conversation_events", "orchestrator", "The SSE event log the gateway replays and streams."),
