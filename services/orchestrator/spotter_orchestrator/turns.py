@@ -120,7 +120,7 @@ class TurnRunner:
         # What the turn reads first starts now too. Only on a first delivery: the gateway claimed the
         # conversation for this turn before publishing it, so nothing else writes to it meanwhile (a
         # redelivery reads once the lease is its own, after a dead attempt's writes).
-        reads = FirstReads.start(self, cmd) if delivery.attempt == 1 else None
+        reads = FirstReads.start(self._store, self._recent_activity, cmd) if delivery.attempt == 1 else None
         try:
             started = ConversationStarted(conversation_id=cmd.conversation_id) if cmd.is_new else None
             turn = await self._store.begin_turn(cmd, self._settings.spotter_model,
@@ -282,7 +282,7 @@ class TurnRunner:
             await emitter.emit(ConversationStarted(conversation_id=cmd.conversation_id))
         TurnStarted(trace_id=cmd.trace_id, org_id=cmd.actor.organization_id, endpoint="messages",
                     attempt=delivery.attempt, prompt_length=len(cmd.message)).log(log)
-        reads = reads or FirstReads.start(self, cmd, new=False)
+        reads = reads or FirstReads.start(self._store, self._recent_activity, cmd, new=False)
         activity = reads.activity
         write: asyncio.Task[str] | None = None
         try:
@@ -548,12 +548,13 @@ class FirstReads:
     activity: asyncio.Future[str | None]
 
     @classmethod
-    def start(cls, runner: TurnRunner, cmd: SendMessage, *, new: bool | None = None) -> FirstReads:
-        store = runner._store
+    def start(cls, store: Store, recent_activity: Callable[[Actor, Callable[[], Awaitable[str]]], Awaitable[str | None]],
+              cmd: SendMessage, *, new: bool | None = None) -> FirstReads:
+        """`new`: whether the conversation is known to have no messages (by default: the turn creates it)."""
         org = asyncio.ensure_future(store.org_context(cmd.actor.organization_id, cmd.actor.user_id))
         fresh = cmd.is_new if new is None else new
         stored = asyncio.ensure_future(_nothing_stored() if fresh else store.messages(cmd.conversation_id))
-        activity = asyncio.ensure_future(runner._recent_activity(cmd.actor, lambda: _timezone(org)))
+        activity = asyncio.ensure_future(recent_activity(cmd.actor, lambda: _timezone(org)))
         return cls(org=org, stored=stored, activity=activity)
 
     def drop(self) -> None:
