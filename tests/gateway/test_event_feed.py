@@ -133,6 +133,16 @@ def events(
     return aclosing(feed.events(after, stop, idle_s, still_running))
 
 
+async def ends_stream(feed: ListFeed, ready: Callable[[], Awaitable[object]], stop: Callable[[], object]) -> None:
+    """Read the feed's events, wait until `ready`, then `stop`: the stream must end."""
+    async with events(feed) as stream:
+        first = asyncio.create_task(anext(stream))
+        await ready()
+        stop()
+        with pytest.raises(StopAsyncIteration):
+            await asyncio.wait_for(first, WAIT_S)
+
+
 async def take(stream: AsyncIterator[LoggedEvent], count: int) -> list[LoggedEvent]:
     return [await asyncio.wait_for(anext(stream), WAIT_S) for _ in range(count)]
 
@@ -369,12 +379,7 @@ async def test_a_quiet_feed_yields_an_empty_batch_as_its_keep_alive(conversation
 
 @pytest.mark.usefixtures("no_poll")
 async def test_a_hung_up_feed_ends_its_stream_and_leaves_live_events(conversation: Conversation, feed: ListFeed) -> None:
-    async with events(feed) as stream:
-        first = asyncio.create_task(anext(stream))
-        await feed.until_reads(1)
-        feed.hang_up()
-        with pytest.raises(StopAsyncIteration):
-            await asyncio.wait_for(first, WAIT_S)
+    await ends_stream(feed, lambda: feed.until_reads(1), feed.hang_up)
     assert not feed._attached
 
 
@@ -391,12 +396,8 @@ async def test_events_ready_together_come_in_one_batch(conversation: Conversatio
 async def test_when_the_server_stops_the_watchdog_ends_every_stream(
     conversation: Conversation, feed: ListFeed, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    async with events(feed) as stream:
-        first = asyncio.create_task(anext(stream))
-        await feed.until_reads(1)
-        monkeypatch.setattr(AppStatus, "should_exit", True)  # what uvicorn's SIGTERM handler sets (via sse-starlette)
-        with pytest.raises(StopAsyncIteration):
-            await asyncio.wait_for(first, WAIT_S)
+    # What uvicorn's SIGTERM handler sets (via sse-starlette).
+    await ends_stream(feed, lambda: feed.until_reads(1), lambda: monkeypatch.setattr(AppStatus, "should_exit", True))
     assert not feed._attached
 
 
@@ -410,12 +411,7 @@ async def test_the_watchdog_runs_outside_the_request_that_started_it_and_makes_n
         feed = await ListFeed(conversation, live).open()
     finally:
         REQUEST.reset(token)
-    async with events(feed) as stream:
-        first = asyncio.create_task(anext(stream))
-        await feed.until_looks(1)
-        feed.hang_up()
-        with pytest.raises(StopAsyncIteration):
-            await asyncio.wait_for(first, WAIT_S)
+    await ends_stream(feed, lambda: feed.until_looks(1), feed.hang_up)
     assert feed.look_contexts and set(feed.look_contexts) == {(None, False)}
 
 
