@@ -367,13 +367,17 @@ started AS (
 SELECT turn.*, (SELECT seq FROM started) AS started_seq FROM turn
 """
 
+# The position a message appended to conversation $2 takes: never below the stored messages' (rows
+# written before the counter, or by a seed).
+_NEXT_POSITION = """greatest(last_message_position,
+               (SELECT coalesce(max(position), 0) FROM ai_messages WHERE conversation_id = $2)) + 1"""
+
 # Store.append_reply: one counter bump for both the message's position and its event's seq.
-_APPEND_REPLY = """
+_APPEND_REPLY = f"""
 WITH c AS (
     UPDATE ai_conversations
        SET last_message_at = now(), updated_at = now(), last_event_seq = last_event_seq + 1,
-           last_message_position = greatest(last_message_position,
-               (SELECT coalesce(max(position), 0) FROM ai_messages WHERE conversation_id = $2)) + 1
+           last_message_position = {_NEXT_POSITION}
      WHERE id = $2
  RETURNING last_message_position, last_event_seq),
 message AS (
@@ -391,14 +395,12 @@ event AS (
 SELECT last_event_seq FROM c
 """
 
-# Store._append: the next position under the conversation's row lock, and the message with it. The
-# position never goes below the stored messages' (rows written before the counter, or by a seed).
-_APPEND_MESSAGE = """
+# Store._append: the next position under the conversation's row lock, and the message with it.
+_APPEND_MESSAGE = f"""
 WITH c AS (
     UPDATE ai_conversations
        SET last_message_at = now(), updated_at = now(),
-           last_message_position = greatest(last_message_position,
-               (SELECT coalesce(max(position), 0) FROM ai_messages WHERE conversation_id = $2)) + 1
+           last_message_position = {_NEXT_POSITION}
      WHERE id = $2
  RETURNING last_message_position)
 INSERT INTO ai_messages (id, conversation_id, role, content, preview, page_context, stop_reason,
@@ -450,7 +452,7 @@ def fallback_title(message: str) -> str:
 
 def _answer(future: asyncio.Future[int], result: int | BaseException) -> None:
     if future.done():
-        return  # its caller stopped waiting (a cancelled turn): the event is stored all the same
+        return  # never expected (callers shield their future), but a batch writer must not raise
     if isinstance(result, BaseException):
         future.set_exception(result)
     else:
