@@ -39,14 +39,21 @@ async def _read_json(request: Request) -> Any:
         raise InvalidRequest("There was an issue with the request body: it is not valid JSON.") from None
 
 
+def _refused(exc: InvalidRequest) -> dict[str, Any]:
+    return {"ok": False, "status": 400, "error_type": exc.error_type, "message": exc.message}
+
+
 @router.post("/v1/messages")
 async def create_message(request: Request) -> Response:
     state = _state(request)
     request_id = new_request_id()
-    entry = state.log.record({
+    received_at = state.clock.now()
+    # An entry is listed only once its body is read: a request still arriving has no kind yet,
+    # and a caller listing the log must never see a half-received one.
+    entry: dict[str, Any] = {
         "request_id": request_id,
         "path": "/v1/messages",
-        "received_at": state.clock.now(),
+        "received_at": received_at,
         "stream": False,
         "kind": None,  # agent | title | summary, once the body is read
         "body": None,
@@ -57,17 +64,21 @@ async def create_message(request: Request) -> Response:
         # True once the whole reply left for the client: a stream's last event was sent, or a
         # plain reply's client was still connected. A caller killed mid-call never gets its usage.
         "delivered": False,
-    })
+    }
     try:
-        body = await _read_json(request)
-        entry["body"] = body
-        validate_request(body, thinking_secret=state.config.thinking_secret)
+        body = entry["body"] = await _read_json(request)
     except ClientDisconnect:
         # The caller died while sending (a test kills it): no request arrived, none is listed.
-        entry["kind"] = "abandoned"
+        state.log.record({**entry, "kind": "abandoned"})
         return Response(status_code=499)
     except InvalidRequest as exc:
-        entry["verdict"] = {"ok": False, "status": 400, "error_type": exc.error_type, "message": exc.message}
+        state.log.record({**entry, "verdict": _refused(exc)})
+        return error_response(400, exc.error_type, exc.message, request_id)
+    entry = state.log.record(entry)
+    try:
+        validate_request(body, thinking_secret=state.config.thinking_secret)
+    except InvalidRequest as exc:
+        entry["verdict"] = _refused(exc)
         return error_response(400, exc.error_type, exc.message, request_id)
 
     streaming = body.get("stream") is True

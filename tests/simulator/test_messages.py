@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 import time
@@ -150,3 +151,30 @@ async def test_count_tokens_endpoint(client: anthropic.AsyncAnthropic, sim: Sim)
     counted = await client.messages.count_tokens(model=MODEL, system="s" * 40,
                                                  messages=[{"role": "user", "content": "abcdefgh"}])
     assert counted.input_tokens == 10 + 2
+
+
+@pytest.mark.asyncio
+async def test_a_request_still_arriving_is_not_listed(sim: Sim):
+    """The log lists a request once its body is read: a caller listing it while another request is
+    still being received (a title call right after `done`) never sees an entry without a body."""
+    body = json.dumps({"model": MODEL, "max_tokens": 50, "messages": [{"role": "user", "content": "slow body"}]}).encode()
+    half_sent = asyncio.Event()
+    finish = asyncio.Event()
+
+    async def chunks():
+        yield body[:10]
+        half_sent.set()
+        await finish.wait()
+        yield body[10:]
+
+    async with httpx.AsyncClient(base_url=sim.base_url, timeout=10) as http:
+        sending = asyncio.create_task(http.post("/v1/messages", content=chunks(), headers={
+            "x-api-key": "test", "anthropic-version": "2023-06-01", "content-type": "application/json"}))
+        await half_sent.wait()
+        await asyncio.sleep(0.2)  # the simulator has the headers and is waiting for the rest
+        listed = (await http.get("/_sim/requests", params={"kind": "all"})).json()["requests"]
+        finish.set()
+        assert (await sending).status_code == 200
+    assert listed == []
+    (entry,) = sim.requests()
+    assert entry["body"]["messages"][0]["content"] == "slow body"
