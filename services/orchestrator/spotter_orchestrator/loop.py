@@ -24,6 +24,7 @@ from spotter_shared.errors import ErrorCode, RemoteError
 
 from .calls import History, ToolCall, tool_calls
 from .emitter import Emitter
+from .messages_http import BodyEncoder
 from .model import ModelClient, ModelReply, ProviderError
 from .peers import Peers
 from .prompt import merge_consecutive, repair_replay, validate_replay, with_cached_tail, with_recent_activity
@@ -328,22 +329,11 @@ class ModelLoop:
 
 def estimate_tokens(params: dict[str, Any]) -> int:
     """Upper-ish bound for the reservation: ~3 characters per token over the whole request. The tools
-    and the system prompt are the same objects call after call of a turn, and their JSON is the
-    largest part: its length is measured once per object."""
-    chars = sum(_json_chars(value) if key in ("tools", "system") else len(json.dumps(value, ensure_ascii=False))
+    and the system prompt are rebuilt per turn around the same catalog objects and strings, and their
+    JSON is the largest part: it is encoded once per distinct content (the client's own cache key)."""
+    chars = sum(len(_CATALOG_JSON.json_of(value)) if key in BodyEncoder.CACHED else len(json.dumps(value, ensure_ascii=False))
                 for key, value in params.items())
     return (chars + 16 * len(params)) // 3 + 1
 
 
-_SIZES: dict[int, tuple[object, int]] = {}  # id → (the object, kept alive so its id stays its own; its length)
-
-
-def _json_chars(value: object) -> int:
-    known = _SIZES.get(id(value))
-    if known is not None and known[0] is value:
-        return known[1]
-    if len(_SIZES) >= 256:
-        _SIZES.clear()
-    chars = len(json.dumps(value, ensure_ascii=False))
-    _SIZES[id(value)] = (value, chars)
-    return chars
+_CATALOG_JSON = BodyEncoder()

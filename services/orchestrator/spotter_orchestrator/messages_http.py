@@ -222,11 +222,14 @@ class BodyEncoder:
     def encode(self, params: dict[str, Any]) -> bytes:
         parts = []
         for key, value in params.items():
-            text = self._cached(value) if key in self.CACHED and isinstance(value, list) else _dumps(value)
+            text = self.json_of(value) if key in self.CACHED else _dumps(value)
             parts.append(f"{_dumps(key)}:{text}")
         return ("{" + ",".join(parts) + "}").encode()
 
-    def _cached(self, items: list[Any]) -> str:
+    def json_of(self, items: Any) -> str:
+        """The JSON of a tools list or system blocks, encoded once per distinct content."""
+        if not isinstance(items, list):
+            return _dumps(items)
         try:
             key = tuple(tuple((k, v if isinstance(v, str) else id(v)) for k, v in item.items()) for item in items)
         except AttributeError:
