@@ -4,6 +4,7 @@ through the gateway's SSE endpoint (gateway → NATS → orchestrator → billin
 from __future__ import annotations
 
 import asyncio
+import collections
 import json
 import time
 from dataclasses import dataclass, field
@@ -31,6 +32,9 @@ class Workload:
     model_calls: int  # model requests one turn makes (the direct baseline replays them in sequence)
     tools: tuple[str, ...] = ()  # tool actions the gateway turn must have run (succeeded)
     expect_text: Optional[str] = None  # substring of the final answer (a sanity check)
+    # A turn in a conversation the bench opened earlier (one model call, no title), rather than a turn
+    # that opens its own conversation (which then also makes the title call after `done`).
+    follow_up: bool = False
 
 
 @dataclass
@@ -93,8 +97,34 @@ class Gateway:
         return {"Authorization": f"Bearer {self.token}", "Accept": "text/event-stream"}
 
 
-async def gateway_turn(client: httpx.AsyncClient, gw: Gateway, workload: Workload) -> TurnResult:
-    """One turn in a new conversation: POST, read SSE until this turn's `done`."""
+class Conversations:
+    """Conversations for follow-up turns. A turn takes the longest idle one and gives it back once its
+    `done` came, so no two turns of a closed loop share a conversation and each grows about evenly."""
+
+    def __init__(self) -> None:
+        self._idle: collections.deque[str] = collections.deque()
+
+    def __len__(self) -> int:
+        return len(self._idle)
+
+    async def open(self, client: httpx.AsyncClient, gw: Gateway, workload: Workload) -> TurnResult:
+        """A turn that opens a conversation (and makes its title call), kept for later turns."""
+        return self._keep(await gateway_turn(client, gw, workload))
+
+    async def turn(self, client: httpx.AsyncClient, gw: Gateway, workload: Workload) -> TurnResult:
+        """A follow-up turn (a new conversation only when none is idle)."""
+        conversation_id = self._idle.popleft() if self._idle else None
+        return self._keep(await gateway_turn(client, gw, workload, conversation_id))
+
+    def _keep(self, result: TurnResult) -> TurnResult:
+        if result.conversation_id:
+            self._idle.append(result.conversation_id)
+        return result
+
+
+async def gateway_turn(client: httpx.AsyncClient, gw: Gateway, workload: Workload,
+                       conversation_id: Optional[str] = None) -> TurnResult:
+    """One turn, in a new conversation or the one given: POST, read SSE until this turn's `done`."""
     t0 = time.perf_counter()
     ttft: Optional[float] = None
     first: Optional[float] = None
@@ -104,7 +134,7 @@ async def gateway_turn(client: httpx.AsyncClient, gw: Gateway, workload: Workloa
     try:
         async with asyncio.timeout(TURN_TIMEOUT_S):
             async with client.stream("POST", gw.url, headers=gw.headers,
-                                     json={"conversationId": None, "message": workload.message}) as r:
+                                     json={"conversationId": conversation_id, "message": workload.message}) as r:
                 if r.status_code != 200:
                     body = (await r.aread()).decode(errors="replace")[:300]
                     return TurnResult(False, error=f"gateway HTTP {r.status_code}: {body}")
@@ -142,6 +172,7 @@ async def gateway_turn(client: httpx.AsyncClient, gw: Gateway, workload: Workloa
                         problems.append(f"error event {payload.get('code')}: {payload.get('message')}")
                     elif kind == "done":
                         total = time.perf_counter() - t0
+                        conversation_id = payload.get("conversationId") or payload.get("conversation_id")
                         break
                 else:
                     return TurnResult(False, error="gateway: stream ended without `done`" + (f" ({'; '.join(problems)})" if problems else ""))
@@ -159,7 +190,7 @@ async def gateway_turn(client: httpx.AsyncClient, gw: Gateway, workload: Workloa
         return TurnResult(False, error="gateway: no text_delta before done")
     if workload.expect_text and workload.expect_text not in answer:
         return TurnResult(False, error=f"gateway: answer {answer[-160:]!r} lacks {workload.expect_text!r}")
-    return TurnResult(True, ttft=ttft, total=total, first_event=first)
+    return TurnResult(True, ttft=ttft, total=total, first_event=first, conversation_id=conversation_id)
 
 
 def _json(raw: str) -> dict[str, Any]:

@@ -91,7 +91,7 @@ def method_lines(meta: dict[str, Any]) -> list[str]:
         "Ratios are gateway ÷ direct, both measured in the same run (TTFT and latency: above 1 is slower; "
         "turns/s: below 1 is less throughput). The direct baseline streams the *same request bodies* the "
         "orchestrator sent (captured from the simulator's request log) with the `anthropic` SDK; the gateway "
-        "path is `POST /organizations/{orgId}/agent/messages` over SSE, every turn in a new conversation. "
+        "path is `POST /organizations/{orgId}/agent/messages` over SSE. "
         f"Rounds alternate direct/gateway (AB, BA, …) so drift on this shared machine hits both. {meta['workloads_note']}",
     ]
 
@@ -194,21 +194,26 @@ def targets_section(cells: list[dict[str, Any]], extra: dict[str, Any]) -> list[
         shown = "n/a" if value is None else fmt.format(value)
         rows.append(f"| {name} | {target} | {shown} | {'n/a' if ok is None else ('yes' if ok else '**no**')} |")
 
-    one = by.get(("plain", 1))
-    if one:
-        added = one["gateway"]["ttft_p50_ms"] - one["direct"]["ttft_p50_ms"]
-        row("Added TTFT p50, 1 conversation (plain)", "≤ 10 ms", added, "+{:.0f} ms", added <= 10)
-    twenty = by.get(("plain", 20))
-    if twenty:
-        r = twenty["ratios"]
-        row("TTFT p50, 20 conversations (plain), ÷ direct", "≤ 1.10×", r["ttft_p50"], "{:.2f}×", r["ttft_p50"] <= 1.10)
-        row("Turns/s, 20 conversations (plain), ÷ direct", "≥ 0.95×", r["throughput"], "{:.2f}×", r["throughput"] >= 0.95)
-    for key, target in (("plain", 15), ("one_tool", 25)):
+    # Each latency and CPU target, judged on both readings of "a plain turn": one that opens its
+    # conversation (its model work is the answer and, after `done`, the title call) and a follow-up
+    # (one streamed call, as the issue describes a plain turn).
+    for plain, label in (("plain", "plain, new conversation"), ("plain_follow_up", "plain, follow-up")):
+        one = by.get((plain, 1))
+        if one:
+            added = one["gateway"]["ttft_p50_ms"] - one["direct"]["ttft_p50_ms"]
+            row(f"Added TTFT p50, 1 conversation ({label})", "≤ 10 ms", added, "+{:.0f} ms", added <= 10)
+        twenty = by.get((plain, 20))
+        if twenty:
+            r = twenty["ratios"]
+            row(f"TTFT p50, 20 conversations ({label}), ÷ direct", "≤ 1.10×", r["ttft_p50"], "{:.2f}×", r["ttft_p50"] <= 1.10)
+            row(f"Turns/s, 20 conversations ({label}), ÷ direct", "≥ 0.95×", r["throughput"], "{:.2f}×", r["throughput"] >= 0.95)
+    for key, target, label in (("plain", 15, "plain turn, new conversation"), ("plain_follow_up", 15, "plain turn, follow-up"),
+                               ("one_tool", 25, "one-tool turn, new conversation"),
+                               ("one_tool_follow_up", 25, "one-tool turn, follow-up")):
         cell = by.get((key, 20))
         if cell:
             cpu = platform_cpu(cell)
-            row(f"Platform CPU per {'plain' if key == 'plain' else 'one-tool'} turn (20 conversations)", f"≤ {target} ms",
-                cpu, "{:.1f} ms", cpu <= target)
+            row(f"Platform CPU per {label} (20 conversations)", f"≤ {target} ms", cpu, "{:.1f} ms", cpu <= target)
     fan = extra.get("fanout")
     if fan:
         f, t, mem, c = fan["fanout"], fan["tokens"], fan["memory"], fan["connect"]

@@ -15,6 +15,7 @@ class TurnResult:
     total: Optional[float] = None  # seconds from request to the end of the turn
     error: Optional[str] = None
     first_event: Optional[float] = None  # gateway only: seconds to the first SSE event of the turn
+    conversation_id: Optional[str] = None  # gateway only: the conversation `done` named
 
 
 @dataclass

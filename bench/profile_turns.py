@@ -26,15 +26,16 @@ if str(BENCH_DIR) not in sys.path:
 import asyncpg  # noqa: E402
 import httpx  # noqa: E402
 
-from bench_clients import Gateway, gateway_turn, run_closed_loop  # noqa: E402
+from bench_clients import Conversations, Gateway, gateway_turn, run_closed_loop  # noqa: E402
 from bench_platform import Platform, say  # noqa: E402
-from bench_stats import cpu_delta, cpu_snapshot  # noqa: E402
-from run import ONE_TOOL, PLAIN  # noqa: E402
+from bench_stats import TurnResult, cpu_delta, cpu_snapshot  # noqa: E402
+from run import ONE_TOOL, ONE_TOOL_FOLLOW_UP, PLAIN, PLAIN_FOLLOW_UP  # noqa: E402
 import retrieval  # noqa: E402
 
 PY_SPY = Path(sys.executable).parent / "py-spy"
 SPOTTER = ("spotter-gateway", "spotter-orchestrator", "spotter-tool-runner", "spotter-billing", "spotter-rag")
 RATE = 100
+WORKLOADS = {w.key: w for w in (PLAIN, ONE_TOOL, PLAIN_FOLLOW_UP, ONE_TOOL_FOLLOW_UP)}
 
 
 def frame_name(frame: str) -> str:
@@ -71,7 +72,7 @@ def aggregate(raw: Path) -> tuple[Counter[str], Counter[str], int]:
 
 async def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--workload", choices=("plain", "one_tool"), default="plain")
+    ap.add_argument("--workload", choices=tuple(WORKLOADS), default="plain")
     ap.add_argument("--turns", type=int, default=200)
     ap.add_argument("--concurrency", type=int, default=4)
     ap.add_argument("--top", type=int, default=20)
@@ -80,7 +81,7 @@ async def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=None, help="the report (default bench/results/profile-<workload>.md)")
     ap.add_argument("--log-dir", type=Path, default=BENCH_DIR / "results" / "profile-logs", help="raw stacks and logs")
     args = ap.parse_args(argv)
-    workload = PLAIN if args.workload == "plain" else ONE_TOOL
+    workload = WORKLOADS[args.workload]
     log_dir = args.log_dir
     p = Platform(ttft_ms=args.ttft_ms, tokens_per_second=args.tps, log_dir=log_dir).start()
     try:
@@ -88,7 +89,17 @@ async def main(argv: list[str] | None = None) -> int:
         async with httpx.AsyncClient(timeout=httpx.Timeout(10, read=90), limits=httpx.Limits(max_connections=100)) as http:
             async with asyncpg.create_pool(p.env["DATABASE_URL"], min_size=1, max_size=1) as pool:
                 await retrieval.wait_index_quiet(pool)  # rag's first index of the demo studio is not a turn's
-            warm, _ = await run_closed_loop(lambda: gateway_turn(http, gw, workload), 20, args.concurrency)
+            conversations = Conversations()
+
+            async def turn() -> TurnResult:
+                if workload.follow_up:
+                    return await conversations.turn(http, gw, workload)
+                return await gateway_turn(http, gw, workload)
+
+            if workload.follow_up:  # a conversation per few measured turns, each with one exchange already
+                await run_closed_loop(lambda: conversations.open(http, gw, workload),
+                                      max(args.concurrency, args.turns // 5), args.concurrency)
+            warm, _ = await run_closed_loop(turn, 20, args.concurrency)
             if any(not r.ok for r in warm):
                 say(f"warm-up failed: {[r.error for r in warm if not r.ok][:3]}")
                 return 1
@@ -102,7 +113,7 @@ async def main(argv: list[str] | None = None) -> int:
             time.sleep(1.0)
             roots = p.pids()  # Spotter's processes and its servers (NATS, Postgres, Redis)
             before = cpu_snapshot(roots)
-            results, wall = await run_closed_loop(lambda: gateway_turn(http, gw, workload), args.turns, args.concurrency)
+            results, wall = await run_closed_loop(turn, args.turns, args.concurrency)
             cpu = cpu_delta(before, cpu_snapshot(roots))
             for sampler in samplers.values():
                 sampler.send_signal(2)  # SIGINT: py-spy writes what it has

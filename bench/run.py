@@ -42,7 +42,7 @@ import anthropic  # noqa: E402
 import asyncpg  # noqa: E402
 import httpx  # noqa: E402
 
-from bench_clients import DirectPlan, Gateway, Workload, direct_turn, gateway_turn, run_closed_loop  # noqa: E402
+from bench_clients import Conversations, DirectPlan, Gateway, Workload, direct_turn, gateway_turn, run_closed_loop  # noqa: E402
 from bench_platform import Platform, say  # noqa: E402
 from bench_report import (  # noqa: E402
     context_section, detail_table, markdown, ratio_table, tools_section, update_readme, write_results,
@@ -63,6 +63,19 @@ ONE_TOOL = Workload(
     key="one_tool", title="one read tool", message="who am I?", model_calls=2,
     tools=("get_current_context",), expect_text="You are",
 )
+# The same turns in a conversation that already has a few exchanges: no conversation to create and
+# no title call after `done` (a new conversation's turn makes one), so a plain follow-up's model work
+# is one streamed call.
+PLAIN_FOLLOW_UP = Workload(
+    key="plain_follow_up", title="plain text turn, follow-up", message=PLAIN.message, model_calls=1,
+    expect_text=PLAIN.expect_text, follow_up=True,
+)
+ONE_TOOL_FOLLOW_UP = Workload(
+    key="one_tool_follow_up", title="one read tool, follow-up", message=ONE_TOOL.message, model_calls=2,
+    tools=ONE_TOOL.tools, expect_text=ONE_TOOL.expect_text, follow_up=True,
+)
+# A follow-up cell first opens one conversation per this many of its turns (below compaction's 24 messages).
+TURNS_PER_CONVERSATION = 5
 
 
 @dataclass(frozen=True)
@@ -75,12 +88,16 @@ class Cell:
 
 def plan_cells(quick: bool) -> list[Cell]:
     if quick:
-        return [Cell(PLAIN, 1, 2, 3), Cell(PLAIN, 20, 2, 20), Cell(ONE_TOOL, 1, 2, 2), Cell(ONE_TOOL, 20, 2, 20)]
+        return [Cell(PLAIN, 1, 2, 3), Cell(PLAIN, 20, 2, 20), Cell(ONE_TOOL, 1, 2, 2), Cell(ONE_TOOL, 20, 2, 20),
+                Cell(PLAIN_FOLLOW_UP, 1, 2, 3), Cell(PLAIN_FOLLOW_UP, 20, 2, 20), Cell(ONE_TOOL_FOLLOW_UP, 20, 2, 20)]
     return [
         Cell(PLAIN, 1, 4, 10),      # 40 turns per path
         Cell(PLAIN, 20, 4, 40),     # 160 turns per path
         Cell(ONE_TOOL, 1, 4, 6),    # 24 turns per path
         Cell(ONE_TOOL, 20, 4, 30),  # 120 turns per path
+        Cell(PLAIN_FOLLOW_UP, 1, 4, 10),
+        Cell(PLAIN_FOLLOW_UP, 20, 4, 40),
+        Cell(ONE_TOOL_FOLLOW_UP, 20, 4, 30),
     ]
 
 
@@ -100,6 +117,7 @@ class Bench:
         self.sim_ctl = httpx.AsyncClient(base_url=p.sim_url, timeout=10.0)
         self.model = anthropic.AsyncAnthropic(base_url=p.sim_url, api_key="sk-ant-simulator", max_retries=0)
         self.plans: dict[str, DirectPlan] = {}
+        self.conversations: dict[str, Conversations] = {}  # per follow-up workload
         self.peer_answers: dict[str, Any] = {}  # the model turns Spotter got, replayed to the peer
         self.notes: list[str] = []
         self.tier = "pro"
@@ -113,7 +131,19 @@ class Bench:
 
     # ---------------------------------------------------------------- one turn of each kind
     async def gateway(self, w: Workload) -> TurnResult:
+        if w.follow_up:
+            return await self.conversations.setdefault(w.key, Conversations()).turn(self.http, self.gw, w)
         return await gateway_turn(self.http, self.gw, w)
+
+    async def open_conversations(self, w: Workload, n: int) -> None:
+        """Before a follow-up cell: at least `n` idle conversations, each with one exchange (not measured)."""
+        pool = self.conversations.setdefault(w.key, Conversations())
+        missing = n - len(pool)
+        if missing > 0:
+            results, _ = await run_closed_loop(lambda: pool.open(self.http, self.gw, w), missing, min(20, missing))
+            errs = [r.error for r in results if not r.ok]
+            if errs:
+                raise Failure(f"opening conversations for {w.key}: {len(errs)} error(s), first: {errs[0]}")
 
     async def direct(self, w: Workload) -> TurnResult:
         return await direct_turn(self.model, self.plans[w.key], w)
@@ -126,7 +156,9 @@ class Bench:
     # ---------------------------------------------------------------- setup
     async def capture_plan(self, w: Workload) -> None:
         """Run one gateway turn and take the request bodies the orchestrator sent to the model: the
-        direct baseline replays exactly those."""
+        direct baseline replays exactly those (for a follow-up, a turn's after the conversation's first)."""
+        if w.follow_up:
+            await self.open_conversations(w, 1)
         await self.sim_ctl.delete("/_sim/requests")
         r = await self.gateway(w)
         if not r.ok:
@@ -210,6 +242,8 @@ class Bench:
         w, c = cell.workload, cell.concurrency
         samples = {"direct": Samples(), "gateway": Samples()}
         cpu = {"direct": Counter(), "gateway": Counter()}
+        if w.follow_up:
+            await self.open_conversations(w, max(c, -(-cell.rounds * cell.turns_per_round // TURNS_PER_CONVERSATION)))
         roots = self.p.pids()
         for rnd in range(cell.rounds):
             order = ("direct", "gateway") if rnd % 2 == 0 else ("gateway", "direct")
@@ -292,8 +326,9 @@ async def run_bench(
                 # The peer on the same simulator, same workloads and turn counts, after Spotter's rounds
                 # (the simulator's scripts are global: nothing else may run meanwhile).
                 t = time.perf_counter()
+                # Its threads start empty per run: it gets the cells whose turns open a conversation.
                 extra["peer"] = await langgraph_peer.measure_cells(
-                    p.sim_url, cells, answers=b.peer_answers or None, log_dir=p.log_dir,
+                    p.sim_url, [c for c in cells if not c.workload.follow_up], answers=b.peer_answers or None, log_dir=p.log_dir,
                     extra_pids={"simulator": p.procs["spotter-sim"].pid})
                 b.all_errors += [tuple(e) for e in extra["peer"]["errors"]]
                 say(f"peer (LangGraph) in {time.perf_counter() - t:.1f}s")
@@ -400,7 +435,13 @@ def main(argv: Optional[list[str]] = None) -> int:
         "workloads_note": (
             f"Workloads: “{PLAIN.message}” (the simulator answers in plain text, one model call) and "
             f"“{ONE_TOOL.message}” (get_current_context, then the answer: two model calls; its direct baseline "
-            "is those two calls made back to back)."
+            "is those two calls made back to back). Each turn of those rows opens its conversation, so after `done` "
+            "the orchestrator also makes the conversation's title call (a second, small model call; reserved and "
+            "settled; its CPU counts, its time does not). The *follow-up* rows send the same messages into "
+            f"conversations the bench opened before measuring (one per {TURNS_PER_CONVERSATION} turns of the cell, "
+            "each with one exchange, so they grow to 6–7 exchanges, below compaction): no conversation to create and "
+            "no title call, the model work of a plain follow-up is one streamed call. Their direct baseline replays "
+            "the requests of a conversation's second turn."
         ),
         "notes": b.notes,
     }
