@@ -3,24 +3,35 @@
 Parity: the simulator's replies are recorded over HTTP once, then the same bytes go through the
 anthropic SDK's path (what model.py used to do: `messages.stream(...)`, `get_final_message()`,
 `block.model_dump(mode="json", exclude_none=True)`) and through the lean client; the ModelReply must
-be equal, key order included, since stored content is replayed to the model byte for byte."""
+be equal, key order included, since stored content is replayed to the model byte for byte.
+
+Replies the simulator cannot give (recorded bytes, rarer blocks, a cut connection, a stall, odd retry
+headers) come from a small aiohttp server of the test's own: the client always talks over real sockets."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import dataclasses
+import gzip
 import json
 import socket
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any
 
+import aiohttp
 import anthropic
 import httpx
 import httpx2
 import pytest
+from aiohttp import web
+from aiohttp.test_utils import RawTestServer
+from multidict import CIMultiDict, CIMultiDictProxy
 from anthropic._constants import ANTHROPIC_API_VERSION
 from opentelemetry.sdk.trace import TracerProvider
 
 from spotter_orchestrator import messages_http
-from spotter_orchestrator.messages_http import BodyEncoder, parse_sse, retry_delay, should_retry
+from spotter_orchestrator.messages_http import BodyEncoder, MessagesHTTP, ProviderFailure, parse_sse, retry_delay, should_retry
 from spotter_orchestrator.model import ModelClient, ModelReply, ProviderError
 from spotter_orchestrator.settings import OrchestratorSettings
 from spotter_shared.contracts.billing import ModelUsage
@@ -68,6 +79,47 @@ def settings(sim: Sim, retries: int = 0) -> OrchestratorSettings:
     return OrchestratorSettings(anthropic_base_url=sim.base_url, anthropic_api_key="test", spotter_provider_retries=retries)
 
 
+@dataclasses.dataclass
+class Sent:
+    """One request as the test's provider received it."""
+
+    method: str
+    path: str
+    headers: CIMultiDictProxy[str]
+    body: bytes
+    peer: tuple[str, int]
+
+
+Answer = Callable[[web.BaseRequest], Awaitable[web.StreamResponse]]
+
+
+@contextlib.asynccontextmanager
+async def provider(answer: Answer) -> AsyncIterator[tuple[str, list[Sent]]]:
+    """A provider on a local port that answers each request with `answer`; yields its base URL and the
+    requests it received."""
+    sent: list[Sent] = []
+
+    async def handle(request: web.BaseRequest) -> web.StreamResponse:
+        sent.append(Sent(request.method, request.path, request.headers, await request.read(),
+                         request.transport.get_extra_info("peername")[:2]))  # type: ignore[union-attr]
+        return await answer(request)
+
+    server = RawTestServer(handle, host="127.0.0.1")
+    await server.start_server()
+    try:
+        yield f"http://127.0.0.1:{server.port}", sent
+    finally:
+        await server.close()
+
+
+def lean_settings(url: str, retries: int = 0, key: str = "test") -> OrchestratorSettings:
+    return OrchestratorSettings(anthropic_base_url=url, anthropic_api_key=key, spotter_provider_retries=retries)
+
+
+async def ignore(text: str) -> None:
+    pass
+
+
 def record(sim: Sim, body: dict[str, Any]) -> tuple[bytes, dict[str, str]]:
     """One real reply of the simulator, raw: the SSE stream or the JSON body, and its headers."""
     with httpx.Client(timeout=10) as http:
@@ -109,23 +161,20 @@ async def through_sdk(raw: bytes, headers: dict[str, str], body: dict[str, Any],
 
 
 async def through_lean(raw: bytes, headers: dict[str, str], body: dict[str, Any], *, stream: bool) -> tuple[ModelReply, list[str]]:
-    sent: list[httpx.Request] = []
+    async def answer(request: web.BaseRequest) -> web.Response:
+        return web.Response(status=200, headers=headers, body=raw)
 
-    def answer(request: httpx.Request) -> httpx.Response:
-        sent.append(request)
-        return httpx.Response(200, headers=headers, content=raw)
-
-    client = ModelClient(OrchestratorSettings(anthropic_base_url="http://sim.test", anthropic_api_key="test",
-                                              spotter_provider_retries=0), transport=httpx.MockTransport(answer))
     texts: list[str] = []
 
     async def on_text(text: str) -> None:
         texts.append(text)
 
-    try:
-        reply = await (client.stream(body, on_text) if stream else client.create(body))
-    finally:
-        await client.close()
+    async with provider(answer) as (url, sent):
+        client = ModelClient(lean_settings(url))
+        try:
+            reply = await (client.stream(body, on_text) if stream else client.create(body))
+        finally:
+            await client.close()
     assert len(sent) == 1
     return reply, texts
 
@@ -202,6 +251,24 @@ async def test_a_transcript_of_rarer_blocks_folds_as_the_sdk_folds_it() -> None:
     assert new.usage == ModelUsage(input_tokens=12, output_tokens=42, cache_read_tokens=7, cache_write_5m_tokens=10,
                                    cache_write_1h_tokens=20)
     assert new.content[1]["citations"][0]["cited_text"] == "plan" and new.content[2]["input"] == {}
+
+
+async def test_a_compressed_stream_is_decoded_though_none_was_asked_for() -> None:
+    async def answer(request: web.BaseRequest) -> web.Response:
+        return web.Response(status=200, body=gzip.compress(TRANSCRIPT),
+                            headers={"content-type": "text/event-stream", "content-encoding": "gzip"})
+
+    texts: list[str] = []
+
+    async def on_text(text: str) -> None:
+        texts.append(text)
+
+    async with provider(answer) as (url, sent):
+        client = ModelClient(lean_settings(url))
+        reply = await client.stream(params(MODEL, "gzip"), on_text)
+        await client.close()
+    assert "accept-encoding" not in sent[0].headers
+    assert texts == ["The plan ", "costs $40."] and reply.stop_reason == "tool_use"
 
 
 def test_sse_events_split_anywhere_are_parsed_whole() -> None:
@@ -309,29 +376,34 @@ async def test_headers_are_the_sdks_and_carry_the_calls_trace_context(monkeypatc
     from spotter_orchestrator import model
 
     monkeypatch.setattr(model, "_tracer", TracerProvider().get_tracer(model.__name__))
-    sent: list[httpx.Request] = []
 
-    def answer(request: httpx.Request) -> httpx.Response:
-        sent.append(request)
-        return httpx.Response(400, json={"type": "error", "error": {"type": "invalid_request_error", "message": "no"}})
+    async def answer(request: web.BaseRequest) -> web.Response:
+        return web.json_response({"type": "error", "error": {"type": "invalid_request_error", "message": "no"}}, status=400)
 
-    client = ModelClient(OrchestratorSettings(anthropic_base_url="http://sim.test/", anthropic_api_key="sk-1",
-                                              spotter_provider_retries=2), transport=httpx.MockTransport(answer))
-    with pytest.raises(ProviderError):
-        await client.create(params(LEGACY_MODEL, "headers"))
-    await client.close()
-    (request,) = sent
+    async with provider(answer) as (url, sent):
+        client = ModelClient(lean_settings(f"{url}/", retries=2, key="sk-1"))
+        with pytest.raises(ProviderError) as raised:
+            await client.create(params(LEGACY_MODEL, "headers"))
+        await client.close()
+    assert raised.value.code == ErrorCode.PROVIDER_INVALID_REQUEST
+    (request,) = sent  # a 400 is not retried
     assert messages_http.API_VERSION == ANTHROPIC_API_VERSION
-    assert str(request.url) == "http://sim.test/v1/messages"
+    assert (request.method, request.path) == ("POST", "/v1/messages")
     assert request.headers["anthropic-version"] == ANTHROPIC_API_VERSION
     assert request.headers["authorization"] == "Bearer sk-1" and request.headers["content-type"] == "application/json"
+    assert request.headers["accept"] == "application/json"
     assert request.headers["traceparent"].startswith("00-")
-    assert json.loads(request.content) == params(LEGACY_MODEL, "headers")
+    # Nothing the HTTP library would add on its own: no accept-encoding, no user-agent.
+    assert {name.lower() for name in request.headers} == {
+        "host", "content-length", "authorization", "anthropic-version", "content-type", "accept", "traceparent"}
+    assert json.loads(request.body) == params(LEGACY_MODEL, "headers")
+    assert request.body == BodyEncoder().encode(params(LEGACY_MODEL, "headers"))
 
 
 def test_retry_delays_follow_the_sdks_schedule() -> None:
-    def headers(**values: str) -> httpx.Headers:
-        return httpx.Headers({k.replace("_", "-"): v for k, v in values.items()})
+    def headers(**values: str) -> CIMultiDictProxy[str]:
+        # As aiohttp gives a response's headers; the server's spelling of a name does not matter.
+        return CIMultiDictProxy(CIMultiDict({k.replace("_", "-").title(): v for k, v in values.items()}))
 
     assert retry_delay(0, headers(retry_after_ms="250", retry_after="9")) == 0.25
     assert retry_delay(0, headers(retry_after="3")) == 3.0
@@ -340,11 +412,34 @@ def test_retry_delays_follow_the_sdks_schedule() -> None:
     assert 6.0 <= retry_delay(10, None) <= 8.0
     assert 50 < retry_delay(0, headers(retry_after="Thu, 01 Jan 2099 00:00:00 GMT"))
 
-    def response(status: int, **values: str) -> httpx.Response:
-        return httpx.Response(status, headers=headers(**values))
+    assert [should_retry(s, headers()) for s in (408, 409, 429, 500, 529, 400, 401, 404)] == [True] * 5 + [False] * 3
+    assert should_retry(400, headers(x_should_retry="true")) and not should_retry(503, headers(x_should_retry="false"))
 
-    assert [should_retry(response(s)) for s in (408, 409, 429, 500, 529, 400, 401, 404)] == [True] * 5 + [False] * 3
-    assert should_retry(response(400, x_should_retry="true")) and not should_retry(response(503, x_should_retry="false"))
+
+async def test_the_servers_retry_headers_are_followed_over_the_wire() -> None:
+    """`x-should-retry: true` retries a 400 after `retry-after-ms`; `x-should-retry: false` stops a 503."""
+    answers = [(400, {"x-should-retry": "true", "retry-after-ms": "20", "retry-after": "30"}), (200, {})]
+
+    async def answer(request: web.BaseRequest) -> web.Response:
+        status, headers = answers.pop(0)
+        if status != 200:
+            return web.json_response({"type": "error", "error": {"type": "api_error", "message": "x"}}, status=status,
+                                     headers=headers)
+        return web.Response(body=TRANSCRIPT, headers={"content-type": "text/event-stream", "request-id": "req_9"})
+
+    async with provider(answer) as (url, sent):
+        http = MessagesHTTP(url, "k", max_retries=2)
+        started = asyncio.get_running_loop().time()
+        message = await http.stream(params(MODEL, "retry"), {}, lambda: None, ignore)
+        waited = asyncio.get_running_loop().time() - started
+        answers[:] = [(503, {"x-should-retry": "false", "request-id": "req_10"})]
+        with pytest.raises(ProviderFailure) as raised:
+            await http.stream(params(MODEL, "stop"), {}, lambda: None, ignore)
+        await http.aclose()
+    assert (message.retries, message.request_id) == (1, "req_9") and 0.02 <= waited < 5  # retry-after-ms, not 30 s
+    assert (raised.value.status, raised.value.request_id) == (503, "req_10")
+    assert raised.value.body == {"type": "error", "error": {"type": "api_error", "message": "x"}}
+    assert len(sent) == 3
 
 
 def test_the_body_is_encoded_once_and_the_catalog_json_reused() -> None:
@@ -361,39 +456,74 @@ def test_the_body_is_encoded_once_and_the_catalog_json_reused() -> None:
     assert json.loads(encoder.encode(changed))["system"][0]["text"] == "other"
 
 
-class _CutStream(httpx.AsyncByteStream):
-    """A body that delivers `head` and then loses the connection."""
-
-    def __init__(self, head: bytes) -> None:
-        self.head = head
-
-    async def __aiter__(self):  # type: ignore[override]
-        yield self.head
-        raise httpx.ReadError("connection reset by peer")
-
-
-@pytest.mark.parametrize("tail", ["cut", "garbled"])
-async def test_a_stream_that_breaks_after_it_started_is_unavailable_and_not_retried(tail: str) -> None:
+@pytest.mark.parametrize("tail", ["cut", "garbled", "stalled"])
+async def test_a_stream_that_breaks_after_it_started_is_unavailable_and_not_retried(
+        tail: str, monkeypatch: pytest.MonkeyPatch) -> None:
     head = TRANSCRIPT[:TRANSCRIPT.index(b"costs $40.")]  # up to the first text delta, whole
     head = head[:head.rindex(b"\r\n\r\n") + 4]
-    sent: list[httpx.Request] = []
+    if tail == "stalled":  # no byte for longer than the read timeout
+        monkeypatch.setattr(messages_http, "TIMEOUT", aiohttp.ClientTimeout(total=None, connect=600.0, sock_connect=5.0, sock_read=0.3))
+    release = asyncio.Event()
 
-    def answer(request: httpx.Request) -> httpx.Response:
-        sent.append(request)
+    async def answer(request: web.BaseRequest) -> web.StreamResponse:
         headers = {"content-type": "text/event-stream"}
+        if tail == "garbled":
+            return web.Response(status=200, headers=headers, body=head + b"event: content_block_delta\r\ndata: {not json\r\n\r\n")
+        response = web.StreamResponse(status=200, headers=headers)  # chunked
+        await response.prepare(request)
+        await response.write(head)
         if tail == "cut":
-            return httpx.Response(200, headers=headers, stream=_CutStream(head))
-        return httpx.Response(200, headers=headers, content=head + b"event: content_block_delta\r\ndata: {not json\r\n\r\n")
+            request.transport.abort()  # type: ignore[union-attr]  # the connection is lost mid-body
+        else:
+            await release.wait()
+        return response
 
-    client = ModelClient(OrchestratorSettings(anthropic_base_url="http://sim.test", anthropic_api_key="k",
-                                              spotter_provider_retries=2), transport=httpx.MockTransport(answer))
     texts: list[str] = []
 
     async def on_text(text: str) -> None:
         texts.append(text)
 
-    with pytest.raises(ProviderError) as raised:
-        await client.stream(params(MODEL, "break"), on_text)
-    await client.close()
+    async with provider(answer) as (url, sent):
+        client = ModelClient(lean_settings(url, retries=2, key="k"))
+        with pytest.raises(ProviderError) as raised:
+            await client.stream(params(MODEL, "break"), on_text)
+        await client.close()
+        release.set()
     assert raised.value.code == ErrorCode.PROVIDER_UNAVAILABLE
     assert texts == ["The plan "] and len(sent) == 1
+
+
+async def test_one_pooled_keep_alive_connection_serves_call_after_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Calls reuse one connection, made lazily in the running loop, whose socket has TCP keep-alive on."""
+    made: list[socket.socket] = []
+    make = messages_http._socket
+
+    def spy(addr_info: tuple[Any, ...]) -> socket.socket:
+        sock = make(addr_info)
+        made.append(sock)
+        return sock
+
+    monkeypatch.setattr(messages_http, "_socket", spy)
+
+    async def answer(request: web.BaseRequest) -> web.Response:
+        return web.Response(body=TRANSCRIPT, headers={"content-type": "text/event-stream"})
+
+    async with provider(answer) as (url, sent):
+        client = ModelClient(lean_settings(url))
+        for _ in range(3):
+            await client.stream(params(MODEL, "again"), ignore)
+        assert len(made) == 1  # one connection, kept alive
+        (sock,) = made
+        assert sock.getsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE) == 1
+        if hasattr(socket, "TCP_KEEPINTVL"):
+            assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPINTVL) == 60
+        assert {s.peer for s in sent} == {sock.getsockname()[:2]}  # that socket carried all three calls
+        await client.close()
+    assert len(sent) == 3
+
+
+def test_a_client_is_made_outside_any_loop_as_the_service_makes_it() -> None:
+    """main.create_app makes the ModelClient before the loop runs; its HTTP session waits for a call."""
+    client = ModelClient(lean_settings("https://api.example.test"))
+    assert client._http._session is None
+    asyncio.run(client.close())  # closing an unused client is fine

@@ -8,7 +8,7 @@ import re
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from opentelemetry import propagate, trace
 
@@ -18,9 +18,6 @@ from spotter_shared.errors import ErrorCode
 
 from .messages_http import Message, MessagesHTTP, ProviderFailure
 from .settings import OrchestratorSettings
-
-if TYPE_CHECKING:
-    import httpx
 
 _tracer = trace.get_tracer(__name__)
 
@@ -53,10 +50,10 @@ def thinking_param(model: str) -> dict[str, str] | None:
 
 
 class ModelClient:
-    def __init__(self, settings: OrchestratorSettings, transport: httpx.AsyncBaseTransport | None = None) -> None:
-        """`transport` replaces the HTTP connection pool, for tests that replay recorded replies."""
+    def __init__(self, settings: OrchestratorSettings) -> None:
+        # Made at service start, outside the loop: the HTTP session itself is made on the first call.
         self._http = MessagesHTTP(settings.anthropic_base_url, settings.anthropic_api_key or "spotter-no-key",
-                                  settings.spotter_provider_retries, transport)
+                                  settings.spotter_provider_retries)
 
     async def close(self) -> None:
         await self._http.aclose()
