@@ -45,6 +45,16 @@ end
 return 0
 """
 
+# A runner gives the lease back to the admission it took over (the bare turn id, its expiry kept), so a turn
+# that did not run here is redelivered to a lease as the gateway left it.
+_HAND_BACK = """
+if redis.call('GET', KEYS[1]) == ARGV[1] .. '|' .. ARGV[2] then
+  redis.call('SET', KEYS[1], ARGV[1], 'KEEPTTL')
+  return 1
+end
+return 0
+"""
+
 _RELEASE = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then
   return redis.call('DEL', KEYS[1])
@@ -88,6 +98,7 @@ class TurnLock:
         self._claim = redis.register_script(_CLAIM)
         self._run = redis.register_script(_RUN)
         self._release = redis.register_script(_RELEASE)
+        self._hand_back = redis.register_script(_HAND_BACK)
 
     @property
     def ttl_ms(self) -> int:
@@ -115,6 +126,10 @@ class TurnLock:
             await asyncio.sleep(poll_s)
             if not await still_running():
                 return None
+
+    async def hand_back(self, conversation_id: str, turn_id: str, runner: str) -> None:
+        """Undo `run`: the lease is the turn's admission again (as the gateway claimed it), if ours."""
+        await self._hand_back(keys=[lease_key(conversation_id)], args=[turn_id, runner])
 
     async def release(self, conversation_id: str, turn_id: str, runner: str | None = None) -> None:
         owner = f"{turn_id}|{runner}" if runner else turn_id

@@ -121,13 +121,18 @@ class TurnRunner:
         # conversation for this turn before publishing it, so nothing else writes to it meanwhile (a
         # redelivery reads once the lease is its own, after a dead attempt's writes).
         reads = FirstReads.start(self._store, self._recent_activity, cmd) if delivery.attempt == 1 else None
+        # And its lease: the gateway claimed it for this very turn, so taking it need not wait for begin_turn.
+        early = EarlyLease(self._lock, cmd.conversation_id, cmd.turn_id) if delivery.attempt == 1 else None
         try:
             started = ConversationStarted(conversation_id=cmd.conversation_id) if cmd.is_new else None
             turn = await self._store.begin_turn(cmd, self._settings.spotter_model,
                                                 started.model_dump(mode="json", exclude_none=True) if started else None)
             outcome = await self._turn(_meta(cmd), turn, delivery,
-                                       lambda emitter, t: self._run_send(cmd, t, emitter, delivery, asked, reads))
+                                       lambda emitter, t: self._run_send(cmd, t, emitter, delivery, asked, reads),
+                                       early=early)
         finally:
+            if early is not None:
+                await early.undo()
             if asked is not None:
                 asked.drop()
             if reads is not None:
@@ -175,19 +180,22 @@ class TurnRunner:
         return await self._store.begin_command_turn(cmd.turn_id, cmd.conversation_id, cmd.command_id, kind, tool_use_id)
 
     # The frame every turn runs in ---------------------------------------------------------------------
-    async def _turn(self, meta: TurnMeta, turn: TurnRecord, delivery: Delivery, body: Body) -> Outcome | None:
-        """Run one turn to its last event; its outcome, or None when it was not run here."""
+    async def _turn(self, meta: TurnMeta, turn: TurnRecord, delivery: Delivery, body: Body, *,
+                    early: EarlyLease | None = None) -> Outcome | None:
+        """Run one turn to its last event; its outcome, or None when it was not run here. `early`: the
+        lease, already asked for (a first delivery's)."""
         if turn.status != "running":
             log.info("turn %s already %s; duplicate command ignored", turn.id, turn.status)
             return None
-        runner = uuid.uuid4().hex[:12]
+        runner = early.runner if early is not None else uuid.uuid4().hex[:12]
 
         async def still_running() -> bool:
             return await self._store.turn_status(meta.turn_id) == "running"
 
+        found = await early.result() if early is not None else None
         # A second copy of a turn another runner holds (two runners would both write) waits in take().
-        match await self._lock.take(meta.conversation_id, meta.turn_id, runner, still_running=still_running,
-                                    poll_s=self._wait_s):
+        match found if found is Run.OURS else await self._lock.take(
+                meta.conversation_id, meta.turn_id, runner, still_running=still_running, poll_s=self._wait_s):
             case None:
                 log.info("turn %s finished on another replica; delivery %d acknowledged", meta.turn_id, delivery.attempt)
                 return None
@@ -563,6 +571,36 @@ class FirstReads:
                 task.cancel()
             elif not task.cancelled():
                 task.exception()
+
+
+class EarlyLease:
+    """A first delivery's lease, asked for beside `begin_turn`. The turn takes the answer (`result`); a turn
+    that does not run here (begin_turn failed, was stopped, or found the turn not running) hands a lease it
+    got back to the gateway's admission (`undo`, a no-op once the answer was taken): the lease is then as it
+    would have been without the early take, and a redelivery takes it at once."""
+
+    def __init__(self, lock: TurnLock, conversation_id: str, turn_id: str) -> None:
+        self.runner = uuid.uuid4().hex[:12]
+        self._lock = lock
+        self._conversation_id = conversation_id
+        self._turn_id = turn_id
+        self._task = asyncio.create_task(lock.run(conversation_id, turn_id, self.runner))
+        self._taken = False
+
+    async def result(self) -> Run | None:
+        """The claim's answer; None when it failed (the turn then asks again)."""
+        self._taken = True
+        try:
+            return await self._task
+        except Exception:  # noqa: BLE001 — Redis hiccup: take() asks again and reports its own failure
+            log.warning("early lease for turn %s failed", self._turn_id, exc_info=True)
+            return None
+
+    async def undo(self) -> None:
+        if self._taken:
+            return
+        if await self.result() is Run.OURS:
+            await self._lock.hand_back(self._conversation_id, self._turn_id, self.runner)
 
 
 @dataclass(frozen=True)
