@@ -196,25 +196,20 @@ class Billing:
     async def precheck(self, req: BudgetCheck) -> BudgetVerdict:
         org = _uuid(req.organization_id, "organization_id")
         now = self._now()
+        # An org metered moments ago: its spend is read while its tier is read fresh (one round trip
+        # instead of two on the way to the turn's first token); the fresh tier decides.
         cached = self._cached_tier(org)
-        if cached is not None and daily_cap(cached) != UNMETERED:
-            # A metered org moments ago: its spend is read while its tier is read fresh (one round trip
-            # instead of two on the way to the turn's first token); the fresh tier decides.
-            spend = asyncio.ensure_future(self._spend(org, now))
-            try:
-                cap = daily_cap(await self._tier(org))
-                if cap == UNMETERED:
-                    return precheck_verdict(cap, 0)  # unmetered since: its spend is not the verdict's business
-                spent, held = await spend
-                return precheck_verdict(cap, spent + held)
-            finally:
+        early = asyncio.ensure_future(self._spend(org, now)) if cached is not None and daily_cap(cached) != UNMETERED else None
+        try:
+            cap = daily_cap(await self._tier(org))
+            if cap == UNMETERED:
+                return precheck_verdict(cap, 0)
+            spent, held = await (early or self._spend(org, now))
+            return precheck_verdict(cap, spent + held)
+        finally:
+            if early is not None:
                 # Never cancelled midway through a Redis call (its connection could answer the next caller).
-                await asyncio.gather(spend, return_exceptions=True)
-        cap = daily_cap(await self._tier(org))
-        if cap == UNMETERED:
-            return precheck_verdict(cap, 0)
-        spent, held = await self._spend(org, now)
-        return precheck_verdict(cap, spent + held)
+                await asyncio.gather(early, return_exceptions=True)
 
     async def reserve(self, req: ReserveBudget) -> Reservation:
         org = _uuid(req.organization_id, "organization_id")
