@@ -18,7 +18,7 @@ from faststream.nats import NatsBroker, NatsRouter
 from redis.asyncio import BlockingConnectionPool, Redis
 
 from . import metrics, telemetry
-from .bus import Serving, create_broker, ensure_streams
+from .bus import Pulling, Serving, create_broker, ensure_streams
 from .db import create_pool
 from .settings import CommonSettings
 
@@ -102,11 +102,11 @@ def service_app(
     make_core: Callable[[Infra], Awaitable[Any]],
     on_stop: Callable[[], Awaitable[None]] | None = None,
     *,
-    serving: list[Serving] | None = None,
+    serving: list[Serving | Pulling] | None = None,
 ) -> FastStream:
     """A FastStream app whose core (built by `make_core` once the infrastructure is open) is what
     every handler receives as `Context(CORE)`. `serving` collects the service's started
-    `bus.Responders` groups (make_core starts them), stopped at shutdown before the broker closes."""
+    `bus.Responders` and `bus.Pullers` groups (make_core starts them), stopped at shutdown before the broker closes."""
 
     @asynccontextmanager
     async def lifespan() -> AsyncIterator[None]:

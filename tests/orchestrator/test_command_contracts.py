@@ -31,7 +31,7 @@ from spotter_gateway import edges as gateway
 from spotter_gateway.settings import GatewaySettings
 from spotter_gateway.streams import LiveEvents
 from spotter_orchestrator import edges as orchestrator_edges
-from spotter_orchestrator.handlers import build_router, durable_name, responders, router
+from spotter_orchestrator.handlers import build_router, command_pullers, durable_name, responders, router
 from spotter_orchestrator.settings import OrchestratorSettings
 from spotter_orchestrator.turns import Delivery
 from spotter_shared import bus
@@ -180,14 +180,16 @@ class CurrentCore:
 @pytest.fixture(scope="module")
 async def orchestrator(settings: OrchestratorSettings) -> AsyncIterator[NatsBroker]:
     """The orchestrator's broker as main.create_app assembles it, started the way its lifespan does."""
-    broker = service_broker("orchestrator", settings, build_router(settings), router, orchestrator_edges.router)
+    commands = command_pullers(settings)
+    broker = service_broker("orchestrator", settings, commands.router, build_router(), router, orchestrator_edges.router)
     broker.context.set_global(CORE, RecordingCore(settings))
     await broker.connect()
     await ensure_streams(broker)
-    serving = await responders.start(broker, CurrentCore(broker))
+    serving = [await responders.start(broker, CurrentCore(broker)), await commands.start(broker, CurrentCore(broker), broker)]
     await broker.start()
     yield broker
-    await serving.stop()
+    for group in serving:
+        await group.stop()
     await broker.stop()
 
 

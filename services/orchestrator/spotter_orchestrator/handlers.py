@@ -4,8 +4,9 @@ validates (its parameter is the contract), calls the core and acknowledges; the 
 nothing of NATS.
 
 The admission request (asked before every turn) and pin/archive answer on the bare NATS connection
-(`bus.Responders`: no FastStream middleware per message, many at once); their router declares them
-for the AsyncAPI document and is never subscribed by FastStream."""
+(`bus.Responders`: no FastStream middleware per message, many at once), and the durable turn commands
+are pulled on it (`bus.Pullers`: stored to handler in about half the time); their routers declare them
+for the AsyncAPI document and are never subscribed by FastStream."""
 
 from __future__ import annotations
 
@@ -17,8 +18,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Annotated, Any
 
 
-from faststream.middlewares import AckPolicy
-from faststream.nats import NatsBroker, NatsMessage, NatsRouter, PullSub
+from faststream.nats import NatsBroker, NatsRouter
+from nats.aio.msg import Msg
 from nats.js.api import ConsumerConfig
 
 from spotter_shared import bus
@@ -52,6 +53,8 @@ HUMAN = "human_bridge"
 Bridge = Annotated[HumanBridge, FromContext(HUMAN)]
 COACH = "coach"
 Coach = Annotated[CoachRunner, FromContext(COACH)]
+# The JetStream message itself (its metadata, acks and in-progress signs); bus.Pullers passes it.
+Raw = Annotated[Msg, FromContext("message.raw_message")]
 
 COMMAND_ENDPOINTS: tuple[Endpoint[Any, Any], ...] = (SEND_MESSAGE, CONFIRM_TOOL, PICK_TOOL, UNDO, CANCEL_SUSPENDED, COACH_RUN)
 
@@ -65,27 +68,29 @@ def durable_name(ep: Endpoint[Any, Any]) -> str:
     return f"{ORCHESTRATOR_DURABLE}-{ep.subject.rsplit('.', 1)[-1]}"
 
 
-async def on_send(body: SendMessage, msg: NatsMessage, core: Core, broker: Broker) -> None:
+async def on_send(body: SendMessage, msg: Raw, core: Core, broker: Broker) -> None:
     await _handle(msg, core, broker, lambda delivery: core.send(body, delivery))
 
 
-async def on_confirm(body: ConfirmTool, msg: NatsMessage, core: Core, broker: Broker) -> None:
+async def on_confirm(body: ConfirmTool, msg: Raw, core: Core, broker: Broker) -> None:
     await _handle(msg, core, broker, lambda delivery: core.confirm(body, delivery))
 
 
-async def on_pick(body: PickTool, msg: NatsMessage, core: Core, broker: Broker) -> None:
+async def on_pick(body: PickTool, msg: Raw, core: Core, broker: Broker) -> None:
     await _handle(msg, core, broker, lambda delivery: core.pick(body, delivery))
 
 
-async def on_undo(body: UndoTool, msg: NatsMessage, core: Core, broker: Broker) -> None:
+async def on_undo(body: UndoTool, msg: Raw, core: Core, broker: Broker) -> None:
     await _handle(msg, core, broker, lambda delivery: core.undo(body, delivery))
 
 
-async def on_cancel_suspended(body: CancelSuspended, msg: NatsMessage, core: Core, broker: Broker) -> None:
+async def on_cancel_suspended(body: CancelSuspended, msg: Raw, core: Core, broker: Broker) -> None:
     await _handle(msg, core, broker, lambda delivery: core.cancel_suspended(body, delivery))
 
 
-async def on_coach_run(body: CoachRun, msg: NatsMessage, core: Core, broker: Broker, coach: Coach) -> None:
+async def on_coach_run(body: CoachRun, msg: Raw, core: Core, broker: Broker) -> None:
+    coach: CoachRunner = broker.context.get(COACH)
+
     async def run(_: Delivery) -> None:
         try:
             await coach.run(body)
@@ -137,17 +142,23 @@ HANDLERS: dict[str, Callable[..., Awaitable[None]]] = {
 }
 
 
-def build_router(settings: OrchestratorSettings) -> NatsRouter:
-    """Subscribers whose consumer settings come from configuration, around the module-level handlers."""
-    router = NatsRouter()
+def command_pullers(settings: OrchestratorSettings) -> bus.Pullers:
+    """The durable turn commands, whose consumer settings come from configuration, around the
+    module-level handlers; started with `(core, broker)` as their context."""
+    pullers = bus.Pullers(NatsRouter())
     for ep in COMMAND_ENDPOINTS:
-        router.subscriber(
-            ep.subject, stream=COMMANDS_JSTREAM, durable=durable_name(ep), pull_sub=PullSub(timeout=1.0),
+        pullers(
+            ep, stream=COMMANDS_JSTREAM, durable=durable_name(ep), poll_s=1.0,
             config=ConsumerConfig(ack_wait=settings.spotter_ack_wait_s, max_deliver=-1, max_ack_pending=1000),
             # A few deliveries beyond the turn slots wait in the handler, heartbeat going (see _handle).
-            ack_policy=AckPolicy.MANUAL, max_workers=settings.spotter_turn_concurrency + settings.spotter_turn_prefetch,
-            description=ep.description,
+            max_workers=settings.spotter_turn_concurrency + settings.spotter_turn_prefetch,
         )(HANDLERS[ep.subject])
+    return pullers
+
+
+def build_router() -> NatsRouter:
+    """The broadcasts and requests FastStream subscribes."""
+    router = NatsRouter()
     bus.subscriber(router, CANCEL_TURN)(on_cancel)
     bus.subscriber(router, TOOLS_CHANGED)(on_tools_changed)
     bus.subscriber(router, START_HUMAN_SESSION)(on_human_start)
@@ -157,12 +168,12 @@ def build_router(settings: OrchestratorSettings) -> NatsRouter:
     return router
 
 
-async def _handle(msg: NatsMessage, core: TurnRunner, broker: NatsBroker, run: Callable[[Delivery], Awaitable[None]]) -> None:
+async def _handle(msg: Msg, core: TurnRunner, broker: NatsBroker, run: Callable[[Delivery], Awaitable[None]]) -> None:
     limit = core.settings.spotter_max_deliveries + 1
-    if msg.raw_message.metadata.num_delivered > limit:
+    if msg.metadata.num_delivered > limit:
         # The turn itself gives up (error `internal` + done) on the last try; a command that
         # fails even before that is parked with its reason instead of looping forever.
-        await park(broker, msg.raw_message, f"gave up after {limit} deliveries")
+        await park(broker, msg, f"gave up after {limit} deliveries")
         await msg.ack_sync()
         return
     # The heartbeat starts before the wait for a turn slot: a command waiting here is not
@@ -174,9 +185,8 @@ async def _handle(msg: NatsMessage, core: TurnRunner, broker: NatsBroker, run: C
 
 
 @contextlib.asynccontextmanager
-async def _heartbeat(msg: NatsMessage, every_s: float) -> AsyncIterator[Delivery]:
+async def _heartbeat(raw: Msg, every_s: float) -> AsyncIterator[Delivery]:
     """Tell JetStream the command is still being worked on, so only a dead replica's work is redelivered."""
-    raw = msg.raw_message
     last = time.monotonic()  # the last sign of progress JetStream had (the delivery itself, at first)
 
     async def progress() -> None:

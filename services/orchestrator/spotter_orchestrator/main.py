@@ -14,7 +14,7 @@ from spotter_shared.turnlock import TurnLock
 
 from . import edges
 from .coach.runner import CoachRunner
-from .handlers import COACH, COMMAND_ENDPOINTS, HUMAN, build_router, durable_name, responders, router
+from .handlers import COACH, COMMAND_ENDPOINTS, HUMAN, build_router, command_pullers, durable_name, responders, router
 from .human import HumanBridge, IdleSweep
 from .model import ModelClient
 from .peers import Peers
@@ -24,10 +24,11 @@ from .turns import TurnRunner
 
 
 def create_app(settings: OrchestratorSettings) -> FastStream:
-    broker = service_broker("orchestrator", settings, build_router(settings), router, edges.router)
+    commands = command_pullers(settings)
+    broker = service_broker("orchestrator", settings, commands.router, build_router(), router, edges.router)
     model = ModelClient(settings)
     sweeps: list[IdleSweep] = []
-    serving: list[bus.Serving] = []
+    serving: list[bus.Serving | bus.Pulling] = []
 
     async def make_core(infra: Infra) -> TurnRunner:
         durables = [durable_name(ep) for ep in COMMAND_ENDPOINTS]
@@ -46,6 +47,7 @@ def create_app(settings: OrchestratorSettings) -> FastStream:
         sweeps.append(sweep)
         runner = TurnRunner(settings, Store(infra.pool), peers, model, lock, events=LivePublisher(broker, edges.conversation_events), cancels=edges.cancel_broadcast)
         serving.append(await responders.start(infra.broker, runner))
+        serving.append(await commands.start(infra.broker, runner, infra.broker))
         return runner
 
     async def stop() -> None:

@@ -1,0 +1,227 @@
+"""bus.Pullers over a real NATS server with JetStream: a durable command reaches its handler typed,
+with its JetStream message and the context; no more messages are taken than there are workers (the
+rest wait in JetStream for another replica); bad input and refusals are parked on the dead-letter
+subject and acknowledged, a bug leaves the message to come back; the producer's trace is continued;
+and stopping gives back what was still being handled, so another replica takes it at once instead of
+after the ack wait. The declared FastStream subscriber is never subscribed."""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+
+import pytest
+from faststream.nats import JStream, NatsBroker, NatsRouter
+from nats.aio.msg import Msg
+from nats.js.api import ConsumerConfig, DeliverPolicy, StreamConfig
+from pydantic import Field
+
+from spotter_shared import bus, telemetry
+from spotter_shared.bus import DLQ_STREAM, ensure_streams, publish_headers
+from spotter_shared.contracts.base import Contract, DeadLetter, Endpoint, dead_letter_subject
+from spotter_shared.errors import ErrorCode, SpotterError
+
+TIMEOUT = 5.0
+
+
+class Job(Contract):
+    name: str = Field(description="What to do.")
+
+
+@dataclass
+class Seen:
+    name: str
+    attempt: int
+    context: object
+    trace_id: str | None
+
+
+@dataclass
+class Worker:
+    """A handler that records what reached it and acknowledges as the orchestrator does (double
+    ack), unless told to hold it (`hold`) or to fail (`boom`, `refuse`)."""
+
+    seen: asyncio.Queue[Seen] = field(default_factory=asyncio.Queue)
+    hold: asyncio.Event = field(default_factory=asyncio.Event)
+    running: int = 0
+    most: int = 0
+
+    async def __call__(self, body: Job, msg: Msg, context: object) -> None:
+        self.running += 1
+        self.most = max(self.most, self.running)
+        try:
+            self.seen.put_nowait(Seen(body.name, msg.metadata.num_delivered, context, telemetry.current_trace_id()))
+            if body.name == "boom":
+                raise RuntimeError("a bug")
+            if body.name == "refuse":
+                raise SpotterError(ErrorCode.FORBIDDEN, "not yours")
+            if body.name.startswith("hold"):
+                await self.hold.wait()
+            await msg.ack_sync()
+        finally:
+            self.running -= 1
+
+    async def next(self) -> Seen:
+        return await asyncio.wait_for(self.seen.get(), TIMEOUT)
+
+
+@dataclass(frozen=True)
+class Stream:
+    endpoint: Endpoint[Job, None]
+    durable: str
+
+
+@pytest.fixture
+async def stream(stack) -> AsyncIterator[Stream]:
+    name = f"TESTPULL_{uuid.uuid4().hex[:12]}"
+    subject = f"test.pull.{uuid.uuid4().hex}"
+    broker = NatsBroker(stack.nats_url)
+    await broker.connect()
+    js = broker.connection.jetstream()
+    await js.add_stream(StreamConfig(name=name, subjects=[subject]))
+    await ensure_streams(broker)  # the dead-letter stream
+    yield Stream(Endpoint(subject, Job, "command", "Do a job.", stream=name), f"worker-{uuid.uuid4().hex[:8]}")
+    await js.delete_stream(name)
+    await broker.stop()
+
+
+Start = Callable[..., Awaitable[tuple[bus.Pulling, NatsBroker]]]
+
+
+@pytest.fixture
+async def start(stack, stream: Stream) -> AsyncIterator[Start]:
+    """Start a replica: its own broker and pullers on the stream's durable consumer."""
+    replicas: list[tuple[bus.Pulling, NatsBroker]] = []
+
+    async def replica(handler: Worker, *, max_workers: int = 4, ack_wait: float = 30.0, context: object = "ctx"):
+        broker = NatsBroker(stack.nats_url)
+        router = NatsRouter()
+        pullers = bus.Pullers(router)
+        pullers(stream.endpoint, stream=JStream(name=stream.endpoint.stream, declare=False), durable=stream.durable,
+                config=ConsumerConfig(ack_wait=ack_wait, max_deliver=-1, max_ack_pending=1000),
+                max_workers=max_workers, poll_s=1.0)(handler)
+        broker.include_router(router)
+        await broker.connect()
+        pulling = await pullers.start(broker, context)
+        await broker.start()
+        # FastStream was given the router (the AsyncAPI document sees it) but never subscribes it.
+        assert router not in broker.routers and all(sub.subscription is None for sub in router.subscribers)
+        replicas.append((pulling, broker))
+        return pulling, broker
+
+    yield replica
+    for pulling, broker in replicas:
+        await pulling.stop(grace_s=1.0)
+        await broker.stop()
+
+
+async def publish(broker: NatsBroker, stream: Stream, payload: bytes, headers: dict[str, str] | None = None) -> str:
+    msg_id = str(uuid.uuid4())
+    await broker.connection.jetstream().publish(stream.endpoint.subject, payload, stream=stream.endpoint.stream,
+                                                headers={**publish_headers(msg_id=msg_id), **(headers or {})})
+    return msg_id
+
+
+async def pending(broker: NatsBroker, stream: Stream) -> tuple[int, int]:
+    info = await broker.connection.jetstream().consumer_info(stream.endpoint.stream, stream.durable)
+    return info.num_pending, info.num_ack_pending
+
+
+async def eventually(check: Callable[[], Awaitable[bool]]) -> None:
+    async with asyncio.timeout(TIMEOUT):
+        while not await check():
+            await asyncio.sleep(0.02)
+
+
+async def test_a_command_reaches_its_handler_typed_with_its_message_and_context_and_is_acknowledged(
+    stream: Stream, start: Start,
+) -> None:
+    worker = Worker()
+    _, broker = await start(worker)
+    await publish(broker, stream, Job(name="sweep").to_bytes())
+    seen = await worker.next()
+    assert (seen.name, seen.attempt, seen.context) == ("sweep", 1, "ctx")
+    await eventually(lambda: _is(pending(broker, stream), (0, 0)))
+
+
+async def test_no_more_messages_are_taken_than_there_are_workers(stream: Stream, start: Start) -> None:
+    worker = Worker()
+    _, broker = await start(worker, max_workers=2)
+    for i in range(5):
+        await publish(broker, stream, Job(name=f"hold-{i}").to_bytes())
+    await worker.next()
+    await worker.next()
+    await asyncio.sleep(0.3)  # time enough for a third to be taken, if one were
+    # Two in the handlers (delivered, not acknowledged); three still in JetStream for another replica.
+    assert await pending(broker, stream) == (3, 2)
+    assert worker.seen.empty()
+    worker.hold.set()
+    for _ in range(3):
+        await worker.next()
+    await eventually(lambda: _is(pending(broker, stream), (0, 0)))
+    assert worker.most == 2
+
+
+async def test_bad_input_and_a_refusal_are_parked_and_acknowledged_and_a_bug_comes_back(stream: Stream, start: Start) -> None:
+    worker = Worker()
+    _, broker = await start(worker, ack_wait=1.0)
+    js = broker.connection.jetstream()
+    parked = await js.subscribe(dead_letter_subject(stream.endpoint.subject), stream=DLQ_STREAM, ordered_consumer=True,
+                                deliver_policy=DeliverPolicy.NEW)
+    bad = [b"{not json", b'{"nom": "x"}', Job(name="refuse").to_bytes()]
+    ids = [await publish(broker, stream, payload) for payload in bad]
+    letters: dict[str | None, DeadLetter] = {}
+    while len(letters) < len(ids):
+        letter = DeadLetter.model_validate_json((await parked.next_msg(timeout=TIMEOUT)).data)
+        letters[letter.msg_id] = letter
+    await parked.unsubscribe()
+    reasons = [letters[i].reason for i in ids]
+    assert reasons[0].startswith(f"{ErrorCode.INVALID_REQUEST}: body: ")
+    assert reasons[1] == f"{ErrorCode.INVALID_REQUEST}: name: Field required"
+    assert reasons[2] == f"{ErrorCode.FORBIDDEN}: not yours"
+    assert [letters[i].payload for i in ids] == [p.decode() for p in bad]
+    assert (await worker.next()).name == "refuse"  # only the valid one reached the handler
+
+    # A bug: not parked, not acknowledged; JetStream delivers it again after the ack wait.
+    await publish(broker, stream, Job(name="boom").to_bytes())
+    assert ((await worker.next()).name, (await worker.next()).attempt) == ("boom", 2)
+    # And the puller keeps serving.
+    await publish(broker, stream, Job(name="after").to_bytes())
+    while (seen := await worker.next()).name != "after":
+        pass
+    assert seen.attempt == 1
+
+
+async def test_the_producers_trace_is_continued(stream: Stream, start: Start) -> None:
+    worker = Worker()
+    _, broker = await start(worker)
+    trace_id = secrets.token_hex(16)
+    await publish(broker, stream, Job(name="traced").to_bytes(),
+                  headers={"traceparent": f"00-{trace_id}-{secrets.token_hex(8)}-01"})
+    assert (await worker.next()).trace_id == trace_id
+
+
+async def test_stopping_gives_back_what_was_being_handled_and_another_replica_takes_it_at_once(
+    stream: Stream, start: Start,
+) -> None:
+    first = Worker()
+    pulling, broker = await start(first, ack_wait=30.0, context="first")
+    await publish(broker, stream, Job(name="hold-me").to_bytes())
+    assert (await first.next()).context == "first"
+    await pulling.stop(grace_s=1.0)
+    assert first.running == 0  # cancelled, not left running
+
+    second = Worker()
+    second.hold.set()
+    await start(second, ack_wait=30.0, context="second")
+    # Well within the 30 s ack wait: given back (nak), not waited out.
+    seen = await second.next()
+    assert (seen.name, seen.attempt, seen.context) == ("hold-me", 2, "second")
+    await eventually(lambda: _is(pending(broker, stream), (0, 0)))
+
+
+async def _is(value: Awaitable[object], expected: object) -> bool:
+    return await value == expected
