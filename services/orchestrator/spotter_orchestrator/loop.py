@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from spotter_shared import metrics, observability
-from spotter_shared.contracts.billing import SettleUsage
+from spotter_shared.contracts.billing import Reservation, SettleUsage
 from spotter_shared.contracts.commands import Actor
 from spotter_shared.contracts.events import (
     ConfirmationPending, DisambiguationPending, MessageDone, PickCandidate, ToolError, TurnUsage,
@@ -91,11 +91,19 @@ class LoopContext:
     already_pending: set[str] = field(default_factory=set)  # ids whose *_pending event was logged
     # A write the turn started beside its preparation (the user's message): done before the model is called.
     pending_write: asyncio.Task[Any] | None = None
+    # The next call's request and its reservation, asked for ahead of the call (ModelLoop.reserve_ahead).
+    ahead: Ahead | None = None
 
     async def written(self) -> None:
         if self.pending_write is not None:
             pending, self.pending_write = self.pending_write, None
             await pending
+
+
+@dataclass(frozen=True)
+class Ahead:
+    params: dict[str, Any]
+    reservation: asyncio.Future[tuple[str, Reservation]]
 
 
 class ModelLoop:
@@ -118,22 +126,48 @@ class ModelLoop:
                     return step
 
     # CallModel ----------------------------------------------------------------------------------
-    async def call_model(self, ctx: LoopContext, history: History) -> RunTools | Finished | Failed:
+    def reserve_ahead(self, ctx: LoopContext, history: History) -> None:
+        """Ask for the next call's reservation now, while the turn still waits for something else (a
+        new message's budget verdict). Only for a request that cannot change before the call: the
+        call takes it as it is (`call_model`); a turn that makes no call gives it back (`give_back`)."""
+        params = self._params(ctx, history)
+        ctx.ahead = Ahead(params, asyncio.ensure_future(self._reserve(ctx, params)))
+
+    async def give_back(self, ctx: LoopContext) -> None:
+        """Release a reservation asked for ahead of a call that will not be made."""
+        ahead, ctx.ahead = ctx.ahead, None
+        if ahead is None:
+            return
+        try:
+            reservation_id, held = await ahead.reservation
+        except Exception:  # noqa: BLE001 — nothing was held (or billing cannot say): nothing to give back
+            return
+        if held.ok:
+            await self._settle(ctx, reservation_id, None)
+
+    def _params(self, ctx: LoopContext, history: History) -> dict[str, Any]:
         messages = self._replayable(ctx, history)
-        params = {
+        return {
             "model": ctx.model,
             "max_tokens": ctx.max_tokens,
             "system": ctx.system,
             "tools": ctx.tools,
             "messages": with_recent_activity(with_cached_tail(messages), ctx.activity),
         }
+
+    async def _reserve(self, ctx: LoopContext, params: dict[str, Any]) -> tuple[str, Reservation]:
         # ctx.rounds starts at the turn's recorded model calls, so a redelivered attempt repeats the
         # id of the call its dead predecessor had in flight and takes over that call's hold.
+        return await self._peers.reserve_call(
+            ctx.turn_id, ctx.rounds, organization_id=ctx.actor.organization_id, model=ctx.model,
+            input_tokens=estimate_tokens(params), max_output_tokens=ctx.max_tokens, trace_id=ctx.trace_id,
+        )
+
+    async def call_model(self, ctx: LoopContext, history: History) -> RunTools | Finished | Failed:
+        ahead, ctx.ahead = ctx.ahead, None
+        params = ahead.params if ahead is not None else self._params(ctx, history)
         try:
-            reservation_id, held = await self._peers.reserve_call(
-                ctx.turn_id, ctx.rounds, organization_id=ctx.actor.organization_id, model=ctx.model,
-                input_tokens=estimate_tokens(params), max_output_tokens=ctx.max_tokens, trace_id=ctx.trace_id,
-            )
+            reservation_id, held = await (ahead.reservation if ahead is not None else self._reserve(ctx, params))
         except RemoteError as exc:
             if exc.code != ErrorCode.INVALID_REQUEST:
                 raise  # billing unavailable: the command is redelivered

@@ -293,6 +293,7 @@ class TurnRunner:
         reads = reads or FirstReads.start(self._store, self._recent_activity, cmd, new=False)
         activity = reads.activity
         write: asyncio.Task[str] | None = None
+        ctx: LoopContext | None = None
         try:
             org, stored = await asyncio.gather(reads.org, reads.stored)
             if not self._settings.model_configured or not org.agent_enabled:
@@ -304,51 +305,67 @@ class TurnRunner:
                 # and any open batch is closed, not after: it is on the way to the first token.
                 asked = asked or FirstQuestions.ask(self._peers, cmd)
                 try:
+                    # A refusal is answered at once, without waiting for the search.
+                    await asyncio.wait((asked.budget, asked.ambient), return_when=asyncio.FIRST_COMPLETED)
+                    if asked.budget.done() and not (verdict := asked.budget.result()).ok:
+                        return Failed(ErrorCode.AGENT_BUDGET_EXCEEDED, verdict.message or "Daily AI budget reached.")
+                    message = self._user_message(cmd, org, await asked.ambient)
+                    if not _open_batch(stored) and not self._summaries.due([*stored, message]):
+                        # Nothing the verdict leads to changes the first request: its reservation is
+                        # asked for now, beside the verdict, instead of after it.
+                        ctx = await self._context(cmd, turn, emitter, logged, [*stored, message], org=org, activity=activity)
+                        self._loop.reserve_ahead(ctx, history_of([*stored, message], self._settings.spotter_prompt_layout))
                     verdict = await asked.budget
                     if not verdict.ok:
                         return Failed(ErrorCode.AGENT_BUDGET_EXCEEDED, verdict.message or "Daily AI budget reached.")
                     stored = await self._close_open_batch(cmd, stored, "superseded_by_user",
                                                           "The user sent a new message instead of answering; this was not run.")
                     await delivery.keepalive()
-                    ambient = await asked.ambient
                 finally:
                     asked.drop()
-                page = cmd.page_context.model_dump(mode="json") if cmd.page_context else {}
-                page[TURN_CONTEXT_KEY] = turn_context(org, cmd.actor, cmd.page_context, ambient, datetime.now(UTC))
                 # The user's message is written while the model call is prepared and its budget reserved;
                 # the model is not called before it is stored (LoopContext.written), so nothing the turn
                 # publishes can come before it.
-                message = StoredMessage(id=str(uuid.uuid4()), role="user", content=[{"type": "text", "text": cmd.message}],
-                                        turn_id=cmd.turn_id, stop_reason=None, page_context=page)
                 write = asyncio.create_task(self._store.append_message(
-                    cmd.conversation_id, cmd.turn_id, "user", message.content, page_context=page, message_id=message.id))
+                    cmd.conversation_id, cmd.turn_id, "user", message.content, page_context=message.page_context,
+                    message_id=message.id))
                 stored = [*stored, message]
                 if self._summaries.due(stored):
                     await write
                     await delivery.keepalive()
                     stored = await self._summaries.compact(cmd, await self._store.messages(cmd.conversation_id))
 
-            ctx = await self._context(cmd, turn, emitter, logged, stored, org=org, activity=activity, write=write)
+            ctx = ctx or await self._context(cmd, turn, emitter, logged, stored, org=org, activity=activity)
+            ctx.pending_write = write
             step = resume_point(stored, cmd.turn_id, ctx.specs)
             if isinstance(step, CallModel):
                 emitter.suppress_prefix(len(unfinished_text(logged)))
             return await self._loop.drive(ctx, history_of(stored, self._settings.spotter_prompt_layout), step)
         finally:
             reads.drop()
+            if ctx is not None and ctx.ahead is not None:
+                # Asked for ahead and not taken by a call (a refusal, a failure): given back, not left to expire.
+                await asyncio.shield(self._loop.give_back(ctx))
             if write is not None:
                 await write  # already awaited before any model call; here for the paths that made none
+
+    @staticmethod
+    def _user_message(cmd: SendMessage, org: OrgContext, ambient: list[AmbientHit]) -> StoredMessage:
+        """The user's message as it is stored: their words, and the page and turn context it came with."""
+        page = cmd.page_context.model_dump(mode="json") if cmd.page_context else {}
+        page[TURN_CONTEXT_KEY] = turn_context(org, cmd.actor, cmd.page_context, ambient, datetime.now(UTC))
+        return StoredMessage(id=str(uuid.uuid4()), role="user", content=[{"type": "text", "text": cmd.message}],
+                             turn_id=cmd.turn_id, stop_reason=None, page_context=page)
 
     async def _close_open_batch(self, cmd: TurnCommand, stored: list[StoredMessage], code: str, message: str) -> list[StoredMessage]:
         """Replay-integrity guard (seed 000), applied when writing: an assistant tool batch left
         without results (the user typed instead of clicking, or a stop) gets one tool_result
         message — real results where a call finished, typed errors for the rest — so every later
         request to the model is valid. The tool-runner closes the calls: it owns their records."""
-        last = stored[-1] if stored else None
-        if last is None or last.role != "assistant":
-            return stored
-        calls = tool_calls(last.content, {})
+        calls = _open_batch(stored)
         if not calls:
             return stored
+        last = stored[-1]
         closed = await self._peers.close(CloseCalls(conversation_id=cmd.conversation_id, actor=cmd.actor,
                                                     trace_id=cmd.trace_id, code=code, message=message))
         states = await self._peers.calls(cmd.conversation_id, [c.id for c in calls], cmd.actor)
@@ -509,7 +526,7 @@ class TurnRunner:
     # helpers ----------------------------------------------------------------------------------------
     async def _context(self, cmd: TurnCommand, turn: TurnRecord, emitter: Emitter, logged: list[dict[str, Any]],
                        stored: list[StoredMessage], *, org: OrgContext | None = None,
-                       activity: Awaitable[str | None] | None = None, write: asyncio.Task[Any] | None = None) -> LoopContext:
+                       activity: Awaitable[str | None] | None = None) -> LoopContext:
         org = org or await self._store.org_context(cmd.actor.organization_id, cmd.actor.user_id)
         specs = await self._peers.tools(cmd.actor, cmd.trace_id)
         seed = latest_turn_context(stored) if self._settings.spotter_prompt_layout == "seed" else None
@@ -520,7 +537,7 @@ class TurnRunner:
             max_rounds=self._settings.spotter_max_turns,
             system=system_blocks(org, seed),
             tools=tool_params(specs), specs={s.name: s for s in specs}, emitter=emitter,
-            activity=recent, rounds=turn.model_calls, pending_write=write,
+            activity=recent, rounds=turn.model_calls,
             already_announced={e["toolUseId"] for e in logged if e["type"] == "tool_started"},
             already_completed={e["toolUseId"] for e in logged if e["type"] == "tool_completed"},
             already_pending={e["toolUseId"] for e in logged if e["type"] in ("confirmation_pending", "disambiguation_pending")},
@@ -535,6 +552,12 @@ class TurnRunner:
         except Exception:  # noqa: BLE001
             log.exception("recent activity for the turn could not be read; going on without it")
             return None
+
+
+def _open_batch(stored: list[StoredMessage]) -> tuple[ToolCall, ...]:
+    """The calls of the assistant tool batch the replay ends with; none when it does not end with one."""
+    last = stored[-1] if stored else None
+    return tool_calls(last.content, {}) if last is not None and last.role == "assistant" else ()
 
 
 async def _timezone(org: Awaitable[OrgContext]) -> str:
