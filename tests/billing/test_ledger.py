@@ -1,10 +1,12 @@
 """Micro-batched settlements against real Postgres and Redis: settles arriving together share one
 transaction, yet each caller gets its own cost or its own refusal, a retry in the same batch charges
-once, and two billing replicas settling one hot org lose nothing. Plus the tier cache's bounds."""
+once, a hot org's chain keeps two batches in flight (a failed COMMIT failing only its own), and two
+billing replicas settling one hot org lose nothing. Plus the tier cache's bounds."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import uuid
 from collections.abc import Callable
 
@@ -39,9 +41,9 @@ def batches(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     sizes: list[int] = []
     record = ledger.Ledger._record
 
-    async def counted(self: ledger.Ledger, charges: list[ledger.Charge], *rest: object) -> None:
+    async def counted(self: ledger.Ledger, charges: list[ledger.Charge], *rest: object) -> object:
         sizes.append(len(charges))
-        await record(self, charges, *rest)
+        return await record(self, charges, *rest)
 
     monkeypatch.setattr(ledger.Ledger, "_record", counted)
     return sizes
@@ -176,11 +178,11 @@ async def test_settles_arriving_while_a_batch_is_written_are_claimed_by_its_redi
     record = ledger.Ledger._record
     later: list[asyncio.Task[object]] = []
 
-    async def second_wave_meanwhile(self: ledger.Ledger, charges: list[ledger.Charge], *rest: object) -> None:
+    async def second_wave_meanwhile(self: ledger.Ledger, charges: list[ledger.Charge], *rest: object) -> object:
         if not later:  # the first batch is being written: the second wave arrives now
             later.extend(asyncio.create_task(billing.settle(r)) for r in [*second, first[0]])
             await asyncio.sleep(0)
-        await record(self, charges, *rest)
+        return await record(self, charges, *rest)
 
     monkeypatch.setattr(ledger.Ledger, "_record", second_wave_meanwhile)
     settled = await asyncio.gather(*(billing.settle(r) for r in first))
@@ -222,11 +224,11 @@ async def test_a_failed_redis_step_fails_nothing_twice_and_the_waiting_settles_a
     record = ledger.Ledger._record
     later: list[asyncio.Task[object]] = []
 
-    async def second_wave_meanwhile(self: ledger.Ledger, charges: list[ledger.Charge], *rest: object) -> None:
+    async def second_wave_meanwhile(self: ledger.Ledger, charges: list[ledger.Charge], *rest: object) -> object:
         if not later:
             later.extend(asyncio.create_task(billing.settle(r)) for r in second)
             await asyncio.sleep(0)
-        await record(self, charges, *rest)
+        return await record(self, charges, *rest)
 
     monkeypatch.setattr(ledger.Ledger, "_record", second_wave_meanwhile)
     settled = await asyncio.gather(*(billing.settle(r) for r in first))
@@ -237,3 +239,102 @@ async def test_a_failed_redis_step_fails_nothing_twice_and_the_waiting_settles_a
     assert batches[0] == 3 and sorted(batches[1:]) == [1, 1, 1, 2]  # one by one, then the waiting two together
     cost = 60 + 2_010
     assert await totals(pool, studio) == (5, cost, cost)
+
+
+async def test_the_next_batch_adds_its_increments_while_the_batch_before_commits(
+    billing: Billing, pool: asyncpg.Pool, new_conversation: Callable, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A chain keeps two batches in flight: the next one's increments go to Postgres while the one
+    before is still committing (Postgres holds them on the shared rows), and its Redis step waits for
+    that COMMIT. Every call is charged once, each answered its own cost."""
+    studio = await make_studio(pool, tier="elite")
+    conversation = await new_conversation(studio)
+    await billing.precheck(BudgetCheck(organization_id=studio.org.id))
+    first = [settle(studio, conversation, i + 1) for i in range(4)]
+    second = [settle(studio, conversation, 100 + i) for i in range(3)]
+    events: list[str] = []
+    first_commit_may_go = asyncio.Event()
+    commit = ledger._commit
+
+    async def held_commit(batch: list[object], opened: object) -> None:
+        n = len(batch)
+        events.append(f"commit {n} begins")
+        if n == len(first):
+            with contextlib.suppress(TimeoutError):  # a chain that waited for this COMMIT first fails below
+                await asyncio.wait_for(first_commit_may_go.wait(), 5.0)
+        await commit(batch, opened)
+        events.append(f"commit {n} done")
+
+    record = ledger.Ledger._record
+    later: list[asyncio.Task[object]] = []
+
+    async def traced_record(self: ledger.Ledger, charges: list[ledger.Charge], *rest: object) -> object:
+        events.append(f"add {len(charges)}")
+        if not later:  # the first batch is being written: the second wave arrives now
+            later.extend(asyncio.create_task(billing.settle(r)) for r in second)
+            await asyncio.sleep(0)
+        else:
+            first_commit_may_go.set()  # the next batch is adding: only now may the first one commit
+        return await record(self, charges, *rest)
+
+    finish = ledger.Ledger._finish
+
+    async def traced_finish(self: ledger.Ledger, batch: list[object], nexts: list[object]) -> list[str]:
+        events.append(f"redis step {len(batch)}")
+        return await finish(self, batch, nexts)
+
+    monkeypatch.setattr(ledger, "_commit", held_commit)
+    monkeypatch.setattr(ledger.Ledger, "_record", traced_record)
+    monkeypatch.setattr(ledger.Ledger, "_finish", traced_finish)
+    settled = await asyncio.gather(*(billing.settle(r) for r in first))
+    again = await asyncio.gather(*later)
+    at = events.index
+    assert events[:2] == ["add 4", "redis step 4"] and events[-2:] == ["commit 3 begins", "commit 3 done"]
+    assert at("add 3") < at("commit 4 done") < at("redis step 3")  # added meanwhile; marked after the COMMIT
+    assert [s.cost_usd_micros for s in settled] == [(i + 1) * 10 for i in range(4)]
+    assert [s.cost_usd_micros for s in again] == [(100 + i) * 10 for i in range(3)]
+    cost = sum((i + 1) * 10 for i in range(4)) + sum((100 + i) * 10 for i in range(3))
+    assert await totals(pool, studio) == (7, cost, cost)
+    assert (await billing.usage(UsageQuery(organization_id=studio.org.id))).spent_usd_micros == cost
+
+
+async def test_a_failed_commit_fails_its_own_batch_only_and_the_next_one_is_still_written(
+    billing: Billing, pool: asyncpg.Pool, new_conversation: Callable, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The COMMIT of a batch fails while the next batch is already adding: that batch's callers get
+    the failure (their calls go uncharged in Postgres, never charged twice: a retry is answered the
+    marked cost), and the next batch is written and answered as usual."""
+    studio = await make_studio(pool, tier="elite")
+    conversation = await new_conversation(studio)
+    await billing.precheck(BudgetCheck(organization_id=studio.org.id))
+    first = [settle(studio, conversation, i + 1) for i in range(3)]
+    second = [settle(studio, conversation, 100 + i) for i in range(2)]
+    close = ledger._close
+    failed: list[bool] = []
+
+    async def first_commit_fails(opened: object, *, commit: bool) -> None:
+        if commit and not failed:
+            failed.append(True)
+            await close(opened, commit=False)
+            raise ConnectionError("the connection went away under COMMIT")
+        await close(opened, commit=commit)
+
+    record = ledger.Ledger._record
+    later: list[asyncio.Task[object]] = []
+
+    async def second_wave_meanwhile(self: ledger.Ledger, charges: list[ledger.Charge], *rest: object) -> object:
+        if not later:
+            later.extend(asyncio.create_task(billing.settle(r)) for r in second)
+            await asyncio.sleep(0)
+        return await record(self, charges, *rest)
+
+    monkeypatch.setattr(ledger, "_close", first_commit_fails)
+    monkeypatch.setattr(ledger.Ledger, "_record", second_wave_meanwhile)
+    outcomes = await asyncio.gather(*(billing.settle(r) for r in first), return_exceptions=True)
+    again = await asyncio.gather(*later)
+    assert all(isinstance(o, ConnectionError) for o in outcomes)
+    assert [s.cost_usd_micros for s in again] == [1_000, 1_010]
+    assert await totals(pool, studio) == (2, 2_010, 2_010)
+    retried = await billing.settle(first[0])  # answered the marked cost, charged nothing
+    assert retried.cost_usd_micros == 10
+    assert await totals(pool, studio) == (2, 2_010, 2_010)

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+import random
 from datetime import date
-from decimal import Decimal
+from decimal import ROUND_CEILING, ROUND_HALF_UP, Decimal
 
 import pytest
 
-from spotter_billing.pricing import RateCard
+from spotter_billing.pricing import RateCard, prompt_tokens
 from spotter_shared.contracts.billing import ModelUsage
 from spotter_shared.errors import ErrorCode, SpotterError
 
@@ -263,3 +264,33 @@ def test_rate_card_is_validated(tmp_path) -> None:
     path.write_text(json.dumps(bounded_last))
     with pytest.raises(ValueError, match="unbounded"):
         RateCard.load(path)
+
+
+def test_prices_match_decimal_arithmetic_on_every_band_of_the_card(rates: RateCard) -> None:
+    """Prices are worked out in integers over each band's common denominator: the same micros as
+    Decimal arithmetic rounded once (half up for a price, up for a hold), on every band of the card,
+    including the halves where rounding decides."""
+    rng = random.Random(14)
+    checked = 0
+    for model, periods in rates.models.items():
+        for period in periods:
+            limits = [b.max_prompt_tokens for b in period.bands]
+            for band, limit in zip(period.bands, limits):
+                prompt_cap = limit if limit is not None else 400_000
+                for _ in range(300):
+                    usage = ModelUsage(input_tokens=rng.randint(0, prompt_cap // 4), output_tokens=rng.randint(0, 64_000),
+                                       cache_read_tokens=rng.randint(0, prompt_cap // 4),
+                                       cache_write_5m_tokens=rng.choice((0, 1, 2, 3, 49, 50, rng.randint(0, prompt_cap // 4))),
+                                       cache_write_1h_tokens=rng.randint(0, prompt_cap // 4))
+                    if period.band(prompt_tokens(usage)) is not band:
+                        continue
+                    exact = (usage.input_tokens * band.input + usage.output_tokens * band.output
+                             + usage.cache_read_tokens * band.cache_read + usage.cache_write_5m_tokens * band.cache_write_5m
+                             + usage.cache_write_1h_tokens * band.cache_write_1h)
+                    assert rates.price(model, usage, period.effective_from) == int(exact.quantize(Decimal(1), ROUND_HALF_UP))
+                    prompt, output = prompt_tokens(usage), usage.output_tokens
+                    dearest = max(band.input, band.cache_read, band.cache_write_5m, band.cache_write_1h)
+                    bound = (prompt * dearest + output * band.output).quantize(Decimal(1), ROUND_CEILING)
+                    assert rates.upper_bound(model, prompt, output, period.effective_from) == int(bound)
+                    checked += 1
+    assert checked > 1_000

@@ -9,8 +9,11 @@ org's settle is written at once, alone, and a hot org's settles share a COMMIT.
 
 On a hot org the batches are chained: the settles waiting when a batch reaches its Redis step are
 claimed by that same script (so the next batch needs no claim round trip of its own) and the next
-transaction is opened meanwhile, so once this one commits the next goes straight to its increments.
-A batch costs one Redis round trip instead of two, and a settle waits one round trip less.
+transaction is opened meanwhile. The next batch's increments are sent as soon as that step is done,
+while this batch commits (where they touch this batch's rows, Postgres holds them until the COMMIT),
+and its Redis step waits for this COMMIT: a chain's batches follow each other two round trips apart
+(Redis step, COMMIT) instead of three, and at most two of an org's batches are in flight. Every
+batch locks its rows in the same order and a committing batch waits for nothing: no deadlock.
 
 A batch Postgres refuses (a user or conversation that is not there, or any other failure before
 the Redis step) is written again one settle at a time, so one bad call fails only itself.
@@ -231,7 +234,9 @@ class Ledger:
         self._finish_script = redis.register_script(_FINISH)
         self._unclaim_script = redis.register_script(_UNCLAIM)
         self._batches = Batches(self._write_batch, max_batch=MAX_BATCH)
-        self._waits: set[asyncio.Task[None]] = set()
+        # Tasks nobody awaits (settles waiting apart, a chain's batch whose writer was cancelled),
+        # kept referenced until done.
+        self._loose: set[asyncio.Task[Any]] = set()
 
     async def charge(self, charge: Charge) -> int:
         """The cost charged for this call: its own the first time; for a retry (e.g. after a timeout)
@@ -251,13 +256,15 @@ class Ledger:
             opening.add_done_callback(_close_when_opened)
             _fail(batch, exc)
             return
-        # Each batch hands on the next one, already claimed, with its transaction opening.
-        following: _Next | None = _Next(claimed, opening)
-        while following is not None:
-            following = await self._write_next(following)
+        # Each batch hands on the next one, already claimed, with its transaction opening, to a task
+        # that writes it while this one commits (and hands on the one after, and so on).
+        writing = await self._write_next(_Next(claimed, opening), None)
+        while writing is not None:
+            writing = await writing
 
-    async def _write_next(self, batch: _Next) -> _Next | None:
-        """Write a claimed batch once its transaction is open; the batch it claimed on the way, if any."""
+    async def _write_next(self, batch: _Next, previous: asyncio.Event | None) -> asyncio.Task[Any] | None:
+        """Write a claimed batch once its transaction is open, its Redis step once the batch before
+        it has committed (`previous`); the task writing the batch it claimed on the way, if any."""
         try:
             opened = await batch.opening
         except BaseException as exc:
@@ -268,7 +275,7 @@ class Ledger:
         if not batch.claimed:
             await _close(opened, commit=False)
             return None
-        return await self._write_claimed(batch.claimed, opened, chain=True)
+        return await self._write_claimed(batch.claimed, opened, chain=True, previous=previous)
 
     def _sort_claims(self, firsts: list[_Pending], priors: list[str]) -> list[_Pending]:
         """Given each call's claim answer: answer those an earlier settle charged, set apart those
@@ -280,12 +287,14 @@ class Ledger:
             elif prior == PENDING:
                 # Another settle of this call is under way (a retry racing its first attempt, maybe
                 # on another replica): wait for its outcome apart, as a settle alone.
-                wait = asyncio.create_task(self._wait_and_write(pending))
-                self._waits.add(wait)
-                wait.add_done_callback(self._waits.discard)
+                self._keep(asyncio.create_task(self._wait_and_write(pending)))
             else:
                 pending.resolve(int(prior))  # a retry answers the first result and charges nothing
         return claimed
+
+    def _keep(self, task: asyncio.Task[Any]) -> None:
+        self._loose.add(task)
+        task.add_done_callback(self._loose.discard)
 
     async def _open(self) -> _Opened:
         conn = await self._pool.acquire()
@@ -320,20 +329,23 @@ class Ledger:
                 raise SpotterError(ErrorCode.INTERNAL, "settlement already in progress; retry later")
             await asyncio.sleep(0.02)
 
-    async def _write_claimed(self, batch: list[_Pending], opened: _Opened | None = None, *, chain: bool = False) -> _Next | None:
+    async def _write_claimed(self, batch: list[_Pending], opened: _Opened | None = None, *, chain: bool = False,
+                             previous: asyncio.Event | None = None) -> asyncio.Task[Any] | None:
         """Record claimed settles in one transaction and answer each. Until the Redis step the
         markers say `pending`: on a failure they are let go so a retry can claim again, and a batch
         is written again one by one. After it they hold the costs: a failed COMMIT leaves those
         calls uncharged in Postgres, never charged twice (a retry answers the marker).
 
         With `chain`, the Redis step also claims the settles of this org waiting by then and their
-        transaction is opened meanwhile: returned, to be written next (after this one, whatever
-        became of it)."""
+        transaction is opened meanwhile; a task writes them while this batch commits (returned, once
+        this batch is answered). The Redis step waits for `previous`: the batch before committed."""
         finished = False
         following: _Next | None = None
 
         async def finish() -> None:
             nonlocal finished, following
+            if previous is not None:
+                await previous.wait()  # at most two of the org's batches in flight
             nexts = _merge_repeats(self._batches.take(batch[0].charge.keys.org, MAX_BATCH)) if chain else []
             opening = asyncio.ensure_future(self._open()) if nexts else None
             try:
@@ -349,37 +361,38 @@ class Ledger:
                 following = _Next(self._sort_claims(nexts, priors), opening)
 
         try:
-            try:
-                await self._record([p.charge for p in batch], finish, opened)
-            except Exception as exc:
-                if finished:
-                    for pending in batch:
-                        pending.fail(exc)
-                elif len(batch) > 1:
-                    for pending in batch:
-                        await self._write_claimed([pending])
-                else:
-                    await self._unclaim(batch)
-                    batch[0].fail(SpotterError(ErrorCode.NOT_FOUND, str(exc)) if isinstance(exc, _Refused) else exc)
-                return following
-            except BaseException:
-                if not finished:
-                    await asyncio.shield(self._unclaim(batch))
-                raise
-        except BaseException as exc:
-            if following is not None:  # cancelled: the next batch is let go too
-                following.opening.add_done_callback(_close_when_opened)
-                if following.claimed:
-                    await asyncio.shield(self._unclaim(following.claimed))
-                _fail(following.claimed, exc)
+            opened = await self._record([p.charge for p in batch], finish, opened)
+        except Exception as exc:
+            # Nothing is marked settled (`finish` is the last step that can fail).
+            if len(batch) > 1:
+                for pending in batch:
+                    await self._write_claimed([pending])
+            else:
+                await self._unclaim(batch)
+                batch[0].fail(SpotterError(ErrorCode.NOT_FOUND, str(exc)) if isinstance(exc, _Refused) else exc)
+            return None
+        except BaseException:
+            if not finished:
+                await asyncio.shield(self._unclaim(batch))
             raise
-        for pending in batch:
-            pending.resolve(pending.charge.cost)
-        return following
+        writing, committed = None, asyncio.Event()
+        if chain and following is not None:
+            # Started now, it runs once this COMMIT is sent: its increments wait in Postgres for the
+            # rows this batch holds, not in Python for this COMMIT's answer.
+            writing = asyncio.create_task(self._write_next(following, committed))
+        try:
+            await _commit(batch, opened)
+        except BaseException:
+            if writing is not None:  # cancelled: the batch after it is written all the same
+                self._keep(writing)
+            raise
+        finally:
+            committed.set()
+        return writing
 
-    async def _record(self, charges: list[Charge], finish: Callable[[], Awaitable[None]], opened: _Opened | None) -> None:
-        """Add the charges in the transaction (`opened`, or a new one), run `finish`, COMMIT (or roll
-        back on a failure)."""
+    async def _record(self, charges: list[Charge], finish: Callable[[], Awaitable[None]], opened: _Opened | None) -> _Opened:
+        """Add the charges in the transaction (`opened`, or a new one) and run `finish`; the
+        transaction, to COMMIT (rolled back on a failure)."""
         org = charges[0].keys.org
         daily = _daily_rows(charges)
         lifetime = _lifetime_rows(charges)
@@ -399,7 +412,7 @@ class Ledger:
         except BaseException:
             await asyncio.shield(_close(opened, commit=False))
             raise
-        await _close(opened, commit=True)
+        return opened
 
     async def _finish(self, batch: list[_Pending], nexts: list[_Pending]) -> list[str]:
         """Mark the batch settled (see _FINISH) and claim `nexts`; their claim answers, in order."""
@@ -441,6 +454,19 @@ async def _close(opened: _Opened, *, commit: bool) -> None:
             await opened.tx.rollback()
     finally:
         await opened.pool.release(opened.conn)
+
+
+async def _commit(batch: list[_Pending], opened: _Opened) -> None:
+    """COMMIT a batch marked settled, then answer each call its cost, or every one the failure (their
+    markers hold the costs: a retry is answered, never charged twice)."""
+    try:
+        await _close(opened, commit=True)
+    except Exception as exc:  # noqa: BLE001 — the callers are answered with it
+        for pending in batch:
+            pending.fail(exc)
+        return
+    for pending in batch:
+        pending.resolve(pending.charge.cost)
 
 
 def _close_when_opened(opening: asyncio.Future[_Opened]) -> None:
