@@ -21,6 +21,8 @@ from opentelemetry.trace import format_trace_id
 from .settings import CommonSettings
 
 _configured = False
+# Whether spans are recorded; setup() decides (until then, as the SDK does: yes).
+_recording = True
 
 # seed 000 scrub(): these keys never leave the server in telemetry, at any depth, in any spelling
 # (apiKey, api_key, API-KEY …). A key that only contains one (promptLength, inputTokens) stays.
@@ -42,7 +44,7 @@ def scrub(value: Any) -> Any:
 
 
 def setup(service: str, settings: CommonSettings) -> None:
-    global _configured
+    global _configured, _recording
     if _configured:
         return
     _configured = True
@@ -59,6 +61,7 @@ def setup(service: str, settings: CommonSettings) -> None:
     # Nothing to export to: spans are not recorded (about 20 µs saved on each of a turn's ~100),
     # but trace context is still made and propagated, so trace ids in logs and errors stay real.
     sampler = ALWAYS_OFF if not exporters and "OTEL_TRACES_SAMPLER" not in os.environ else None
+    _recording = sampler is None
     provider = TracerProvider(resource=Resource.create({"service.name": f"spotter-{service}"}), sampler=sampler)
     for exporter in exporters:
         provider.add_span_processor(BatchSpanProcessor(exporter))
@@ -100,6 +103,11 @@ def span_exporters(env: os._Environ[str] | dict[str, str]) -> list[SpanExporter]
         elif name != "none":
             raise ValueError(f"OTEL_TRACES_EXPORTER={name}: expected otlp, console or none")
     return exporters
+
+
+def spans_recorded() -> bool:
+    """Whether this process records spans (setup found somewhere to send them, or a sampler was asked for)."""
+    return _recording
 
 
 def current_trace_id() -> str | None:

@@ -195,7 +195,10 @@ async def test_bad_input_and_a_refusal_are_parked_and_acknowledged_and_a_bug_com
     assert seen.attempt == 1
 
 
-async def test_the_producers_trace_is_continued(stream: Stream, start: Start) -> None:
+@pytest.mark.parametrize("recorded", [True, False], ids=["spans recorded", "spans not recorded"])
+async def test_the_producers_trace_is_continued(stream: Stream, start: Start, recorded: bool,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(telemetry, "_recording", recorded)
     worker = Worker()
     _, broker = await start(worker)
     trace_id = secrets.token_hex(16)

@@ -144,6 +144,15 @@ async def test_requests_run_concurrently_up_to_max_in_flight(broker: NatsBroker)
     assert peak == 3  # and never more than allowed
 
 
+@pytest.fixture(params=["recorded", "not recorded"])
+def spans(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Both ways a process runs: spans recorded (an exporter is set), or not (none is: the consumer then
+    continues the caller's context without a span of its own)."""
+    monkeypatch.setattr(telemetry, "_recording", request.param == "recorded")
+    return request.param
+
+
+@pytest.mark.usefixtures("spans")
 async def test_the_callers_w3c_trace_is_continued(broker: NatsBroker) -> None:
     ep = endpoint()
     await serve(broker, ep, repeat)
