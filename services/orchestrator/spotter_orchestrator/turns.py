@@ -304,23 +304,26 @@ class TurnRunner:
                 # It embeds the message (tens of ms for a new one), so it runs while the budget is checked
                 # and any open batch is closed, not after: it is on the way to the first token.
                 asked = asked or FirstQuestions.ask(self._peers, cmd)
+                message: StoredMessage | None = None
                 try:
-                    # A refusal is answered at once, without waiting for the search.
-                    await asyncio.wait((asked.budget, asked.ambient), return_when=asyncio.FIRST_COMPLETED)
-                    if asked.budget.done() and not (verdict := asked.budget.result()).ok:
-                        return Failed(ErrorCode.AGENT_BUDGET_EXCEEDED, verdict.message or "Daily AI budget reached.")
-                    message = self._user_message(cmd, org, await asked.ambient)
-                    if not _open_batch(stored) and not self._summaries.due([*stored, message]):
-                        # Nothing the verdict leads to changes the first request: its reservation is
-                        # asked for now, beside the verdict, instead of after it.
-                        ctx = await self._context(cmd, turn, emitter, logged, [*stored, message], org=org, activity=activity)
-                        self._loop.reserve_ahead(ctx, history_of([*stored, message], self._settings.spotter_prompt_layout))
+                    if not _open_batch(stored):
+                        # Nothing to close first: once the search has answered, the first request is
+                        # known, and its reservation is asked for beside the verdict instead of after
+                        # it (unless a compaction is due). A refusal is still answered at once.
+                        await asyncio.wait((asked.budget, asked.ambient), return_when=asyncio.FIRST_COMPLETED)
+                        if not asked.budget.done() or asked.budget.result().ok:
+                            message = self._user_message(cmd, org, await asked.ambient)
+                            if not self._summaries.due([*stored, message]):
+                                ctx = await self._context(cmd, turn, emitter, logged, [*stored, message], org=org,
+                                                          activity=activity)
+                                self._loop.reserve_ahead(ctx, history_of([*stored, message], self._settings.spotter_prompt_layout))
                     verdict = await asked.budget
                     if not verdict.ok:
                         return Failed(ErrorCode.AGENT_BUDGET_EXCEEDED, verdict.message or "Daily AI budget reached.")
                     stored = await self._close_open_batch(cmd, stored, "superseded_by_user",
                                                           "The user sent a new message instead of answering; this was not run.")
                     await delivery.keepalive()
+                    message = message or self._user_message(cmd, org, await asked.ambient)
                 finally:
                     asked.drop()
                 # The user's message is written while the model call is prepared and its budget reserved;
