@@ -527,7 +527,7 @@ class Pullers:
       raises a SpotterError; any other failure is logged and the message left unacknowledged, so
       JetStream delivers it again after its ack wait (FastStream's behaviour under manual acks);
     - acknowledging is the handler's own (`handler(payload, raw_msg, *context)`);
-    - the producer's trace context continued: one consumer span per message, named as FastStream's.
+    - the producer's trace context continued (`consuming`).
 
     At shutdown the handlers still running are cancelled and their messages given back at once (nak),
     so another replica takes them over without waiting out the ack wait."""
@@ -537,13 +537,13 @@ class Pullers:
         self._declared: list[_Pull] = []
 
     def __call__(self, ep: Endpoint[P, R], *, stream: JStream, durable: str, config: Any, max_workers: int,
-                 poll_s: float, **options: Any) -> Callable[[Callable[..., Awaitable[None]]], Callable[..., Awaitable[None]]]:
+                 poll_s: float) -> Callable[[Callable[..., Awaitable[None]]], Callable[..., Awaitable[None]]]:
         """Declare `handler(payload, raw_msg, *context)` as the consumer of durable endpoint `ep`."""
 
         def declare(handler: Callable[..., Awaitable[None]]) -> Callable[..., Awaitable[None]]:
             self.router.subscriber(ep.subject, stream=stream, durable=durable, config=config, max_workers=max_workers,
                                    pull_sub=PullSub(timeout=poll_s), ack_policy=AckPolicy.MANUAL,
-                                   description=ep.description, **options)(handler)
+                                   description=ep.description)(handler)
             self._declared.append(_Pull(ep, handler, stream.name, durable, config, max_workers, poll_s))
             return handler
 

@@ -49,6 +49,22 @@ def batches(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     return sizes
 
 
+def second_wave_meanwhile(monkeypatch: pytest.MonkeyPatch, billing: Billing, second: list[SettleUsage]) -> list[asyncio.Task[object]]:
+    """Once the first batch starts recording, `second` is settled too (so it waits behind that batch);
+    the tasks settling it, filled in then."""
+    record = ledger.Ledger._record
+    later: list[asyncio.Task[object]] = []
+
+    async def recording(self: ledger.Ledger, charges: list[ledger.Charge], *rest: object) -> object:
+        if not later:
+            later.extend(asyncio.create_task(billing.settle(r)) for r in second)
+            await asyncio.sleep(0)
+        return await record(self, charges, *rest)
+
+    monkeypatch.setattr(ledger.Ledger, "_record", recording)
+    return later
+
+
 async def totals(pool: asyncpg.Pool, studio: Studio) -> tuple[int, int, int]:
     """(messages, cost) in ai_usage_daily and the cost in ai_conversation_usage, for the org."""
     daily = await pool.fetchrow("SELECT coalesce(sum(messages), 0) AS m, coalesce(sum(cost_usd_micros), 0) AS c "
@@ -221,16 +237,7 @@ async def test_a_failed_redis_step_fails_nothing_twice_and_the_waiting_settles_a
         return await finish_script(keys=keys, args=args)
 
     monkeypatch.setattr(billing._ledger, "_finish_script", flaky_finish)
-    record = ledger.Ledger._record
-    later: list[asyncio.Task[object]] = []
-
-    async def second_wave_meanwhile(self: ledger.Ledger, charges: list[ledger.Charge], *rest: object) -> object:
-        if not later:
-            later.extend(asyncio.create_task(billing.settle(r)) for r in second)
-            await asyncio.sleep(0)
-        return await record(self, charges, *rest)
-
-    monkeypatch.setattr(ledger.Ledger, "_record", second_wave_meanwhile)
+    later = second_wave_meanwhile(monkeypatch, billing, second)
     settled = await asyncio.gather(*(billing.settle(r) for r in first))
     again = await asyncio.gather(*later)
     assert failed == [2 + 2 * 3 + 2]  # the failed step carried the two waiting settles' claims
@@ -319,17 +326,8 @@ async def test_a_failed_commit_fails_its_own_batch_only_and_the_next_one_is_stil
             raise ConnectionError("the connection went away under COMMIT")
         await close(opened, commit=commit)
 
-    record = ledger.Ledger._record
-    later: list[asyncio.Task[object]] = []
-
-    async def second_wave_meanwhile(self: ledger.Ledger, charges: list[ledger.Charge], *rest: object) -> object:
-        if not later:
-            later.extend(asyncio.create_task(billing.settle(r)) for r in second)
-            await asyncio.sleep(0)
-        return await record(self, charges, *rest)
-
     monkeypatch.setattr(ledger, "_close", first_commit_fails)
-    monkeypatch.setattr(ledger.Ledger, "_record", second_wave_meanwhile)
+    later = second_wave_meanwhile(monkeypatch, billing, second)
     outcomes = await asyncio.gather(*(billing.settle(r) for r in first), return_exceptions=True)
     again = await asyncio.gather(*later)
     assert all(isinstance(o, ConnectionError) for o in outcomes)
