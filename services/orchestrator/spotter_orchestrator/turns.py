@@ -333,7 +333,8 @@ class TurnRunner:
                     cmd.conversation_id, cmd.turn_id, "user", message.content, page_context=message.page_context,
                     message_id=message.id))
                 stored = [*stored, message]
-                if self._summaries.due(stored):
+                # A reservation asked ahead was asked for this very replay, found not due then.
+                if ctx is None and self._summaries.due(stored):
                     await write
                     await delivery.keepalive()
                     stored = await self._summaries.compact(cmd, await self._store.messages(cmd.conversation_id))
