@@ -206,7 +206,8 @@ class TurnRunner:
                 return None
         if delivery.attempt > 1:
             metrics.REDELIVERIES.labels(meta.endpoint or "other").inc()
-        emitter = Emitter(self._store, self._events, meta.conversation_id, meta.turn_id)
+        emitter = Emitter(self._store, self._events, meta.conversation_id, meta.turn_id,
+                          self._settings.spotter_delta_flush_ms / 1000)
         lease = LeaseKeeper(lambda: self._renew(meta, runner), self._settings.spotter_turn_lock_ttl_s / 3)
 
         async def let_go() -> None:
