@@ -1,11 +1,13 @@
 // The conversation: messages and cards, page-aware suggestions when empty, and the composer.
-import { forwardRef, useEffect, useLayoutEffect, useRef, useState, type KeyboardEvent } from "react";
+import { forwardRef, useCallback, useEffect, useLayoutEffect, useRef, useState, type KeyboardEvent } from "react";
 import { useI18n, type MessageKey } from "../i18n";
 import { usePathname } from "../router";
 import { useAgent } from "./AgentProvider";
 import { ConfirmCard, ErrorBanner, PickerCard, ToolCard } from "./Cards";
 import { Markdown } from "./Markdown";
 import { SendIcon, SparkIcon } from "./icons";
+import { useSmoothText } from "./smooth";
+import type { Item } from "./types";
 
 const PAGES = ["members", "schedule", "programs", "tasks", "analytics"] as const;
 
@@ -38,16 +40,28 @@ function Suggestions() {
   );
 }
 
+function AssistantMessage({ item, onGrow }: { item: Extract<Item, { kind: "assistant" }>; onGrow: () => void }) {
+  const text = useSmoothText(item.text, item.streaming);
+  // The text grows between deltas too: the list follows each frame's growth, not only each delta.
+  useLayoutEffect(onGrow, [text, onGrow]);
+  return (
+    <div className={`agent-msg assistant${item.streaming ? " streaming" : ""}`} dir="auto">
+      <Markdown text={text} />
+    </div>
+  );
+}
+
 export function MessageList() {
   const { t } = useI18n();
   const { state } = useAgent();
   const scroller = useRef<HTMLDivElement>(null);
   const pinned = useRef(true);
   // Follow the stream while the reader is at the bottom; leave them be when they scrolled up.
-  useLayoutEffect(() => {
+  const follow = useCallback(() => {
     const el = scroller.current;
     if (el && pinned.current) el.scrollTop = el.scrollHeight;
-  }, [state.items, state.running, state.reconnecting]);
+  }, []);
+  useLayoutEffect(follow, [state.items, state.running, state.reconnecting, follow]);
   const onScroll = () => {
     const el = scroller.current;
     if (el) pinned.current = el.scrollHeight - el.scrollTop - el.clientHeight < 48;
@@ -63,11 +77,7 @@ export function MessageList() {
           case "user":
             return <div key={item.key} className="agent-msg user"><span className="visually-hidden">{t("agent.you")}: </span><div dir="auto">{item.text}</div></div>;
           case "assistant":
-            return (
-              <div key={item.key} className={`agent-msg assistant${item.streaming ? " streaming" : ""}`} dir="auto">
-                <Markdown text={item.text} />
-              </div>
-            );
+            return <AssistantMessage key={item.key} item={item} onGrow={follow} />;
           case "tool":
             return <ToolCard key={item.key} item={item} />;
           case "confirm":
