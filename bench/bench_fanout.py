@@ -66,7 +66,9 @@ from spotter_cli.supervisor import wait_http_ok  # noqa: E402
 from sse_load import ClientPool, Totals, open_streams  # noqa: E402
 
 MODEL = "claude-sonnet-5-5"
-DELTA_FLUSH_S = 0.04  # the orchestrator's text_delta coalescing (emitter.DELTA_FLUSH_S)
+# Token deltas every 40 ms per stream: 2.5x the event rate of the orchestrator's default window
+# (SPOTTER_DELTA_FLUSH_MS=100), so the token phase holds for windows down to 40 ms.
+DELTA_FLUSH_S = 0.04
 LEASE_TTL_S = 1800.0
 
 TARGET_LAG_P99_MS = 100.0
@@ -398,7 +400,7 @@ async def measure_fanout(
         rss2 = tree_rss_kb(gw_pid)
         say(f"fan-out: phase A published {a.events} events in {a.wall_s:.1f}s (publisher behind by ≤ {a.behind_max_ms:.0f} ms)")
 
-        # Phase B: text deltas as the orchestrator batches them (every 40 ms) on `token_streams` streams.
+        # Phase B: text deltas every 40 ms (the shortest window we stand behind) on `token_streams` streams.
         m = min(token_streams, streams)
         per_event = max(1, round(tokens_per_s * DELTA_FLUSH_S))
         c0 = watch.snapshot()

@@ -3,13 +3,15 @@
 The log (Postgres) is the source of truth: an event is published only after it is stored with
 its sequence number, and a gateway that misses a publish re-reads the log. Token deltas are
 coalesced (PITFALLS: one message per token saturates the bus): the first delta of a burst goes out at
-once, then at most one per `flush_s` (the setting `SPOTTER_DELTA_FLUSH_MS`, 100 ms by default). Every
-batch is a stored row, a publish and an SSE frame (about 1 ms of CPU across the processes), so the
-window sets most of a long answer's cost; the web app reveals each batch smoothly.
+once, then one batch per `flush_s` at most (the setting `SPOTTER_DELTA_FLUSH_MS`, 100 ms by default),
+and text never waits longer than that for more to come: a stream that pauses mid-sentence still shows
+what it has. Every batch is a stored row, a publish and an SSE frame (about 1 ms of CPU across the
+processes), so the window sets most of a long answer's cost; the web app reveals each batch smoothly.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import time
@@ -23,7 +25,6 @@ from .store import Store
 log = logging.getLogger(__name__)
 
 
-
 class Emitter:
     def __init__(self, store: Store, events: bus.LivePublisher, conversation_id: str, turn_id: str,
                  flush_s: float = 0.1) -> None:
@@ -34,6 +35,12 @@ class Emitter:
         self.turn_id = turn_id
         self._buffer = ""
         self._last_flush = 0.0
+        # Text held for the window is written when it ends even if no more comes (a stalled stream):
+        # the timer, then the task that writes it, which every later write waits for.
+        self._due: asyncio.TimerHandle | None = None
+        self._held: asyncio.Task[None] | None = None
+        self._closed = False
+        self._failed: Exception | None = None
         # Text already shown to listeners by a crashed attempt of this model call; the retry's
         # first characters are not sent twice (the SSE protocol has no retraction event).
         self._suppress = 0
@@ -73,8 +80,51 @@ class Emitter:
         self._buffer += delta
         if time.monotonic() - self._last_flush >= self._flush_s:
             await self.flush()
+        else:
+            self._hold()
+
+    def _hold(self) -> None:
+        """Have the buffer written when the window ends, unless something writes it before."""
+        if self._due is None and self._held is None and not self._closed:
+            wait = max(0.0, self._last_flush + self._flush_s - time.monotonic())
+            self._due = asyncio.get_running_loop().call_later(wait, self._window_ended)
+
+    def _window_ended(self) -> None:
+        self._due = None
+        if self._buffer:
+            self._held = asyncio.create_task(self._write_held())
+
+    async def _write_held(self) -> None:
+        try:
+            await self.flush()
+        except Exception as exc:  # noqa: BLE001 — the turn's next write raises it, as if it were its own
+            self._failed = exc
+            return
+        finally:
+            self._held = None
+        if self._buffer:  # more came while it was written
+            self._hold()
+
+    async def close(self) -> None:
+        """The turn's body is over: no held text is written after this (a redelivered attempt may
+        already be reading the log), and a held write in flight has landed or failed."""
+        self._closed = True
+        if self._due is not None:
+            self._due.cancel()
+            self._due = None
+        if self._held is not None:
+            await asyncio.shield(self._held)
 
     async def flush(self) -> None:
+        if self._due is not None:
+            self._due.cancel()
+            self._due = None
+        held = self._held
+        if held is not None and held is not asyncio.current_task():
+            await asyncio.shield(held)  # the text before ours is stored first
+        if self._failed is not None:
+            failed, self._failed = self._failed, None
+            raise failed
         if self._buffer:
             delta, self._buffer = self._buffer, ""
             self._last_flush = time.monotonic()

@@ -239,6 +239,7 @@ class TurnRunner:
             return await self._aborted(meta, emitter)
         finally:
             self._running.pop(meta.turn_id, None)
+            await emitter.close()
 
     async def _aborted(self, meta: TurnMeta, emitter: Emitter) -> Failed:
         """Cancel: the assistant message keeps what streamed before the stop."""

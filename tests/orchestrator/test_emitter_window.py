@@ -1,0 +1,134 @@
+"""The text_delta window (the emitter): the first delta goes out at once, then one batch per window at
+most; text held for the window is stored and published when the window ends even if the stream stalls;
+nothing held is written once the turn's body is closed. Against a real Postgres and NATS."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import time
+import uuid
+
+import asyncpg
+import nats
+
+from spotter_cli.devstack import StackUrls
+from spotter_orchestrator.emitter import Emitter
+from spotter_orchestrator.store import Store
+from spotter_shared.contracts.commands import Actor, SendMessage
+from spotter_shared.contracts.events import conversation_subject
+from tests.factories import make_studio
+
+
+class _Publisher:
+    def __init__(self, nc: nats.NATS) -> None:
+        self._nc = nc
+
+    async def publish(self, subject: str, payload: bytes) -> None:
+        await self._nc.publish(subject, payload)
+
+
+class _Turn:
+    """A begun turn's emitter, what its log holds, and what listeners heard."""
+
+    def __init__(self, pool: asyncpg.Pool, emitter: Emitter, heard: list[str]) -> None:
+        self.pool = pool
+        self.emitter = emitter
+        self.heard = heard
+
+    async def logged(self) -> list[str]:
+        rows = await self.pool.fetch("SELECT data FROM ai_conversation_events WHERE conversation_id = $1 ORDER BY seq",
+                                     uuid.UUID(self.emitter.conversation_id))
+        return [r["data"].get("delta", r["data"]["type"]) for r in rows]
+
+
+async def _turn(pool: asyncpg.Pool, nc: nats.NATS, flush_s: float) -> _Turn:
+    studio = await make_studio(pool)
+    owner = studio.owner
+    actor = Actor(user_id=owner.user_id, organization_id=studio.org.id, membership_id=owner.membership_id,
+                  role="owner", locale="en-US")
+    cmd = SendMessage(command_id=str(uuid.uuid4()), turn_id=str(uuid.uuid4()), conversation_id=str(uuid.uuid4()),
+                      actor=actor, trace_id="t", is_new=True, message="hello")
+    store = Store(pool)
+    await store.begin_turn(cmd, "claude-sonnet-5-5")
+    heard: list[str] = []
+
+    async def on_event(msg) -> None:  # noqa: ANN001 — a nats-py Msg
+        event = json.loads(msg.data)["event"]
+        heard.append(event.get("delta", event["type"]))
+
+    await nc.subscribe(conversation_subject(cmd.conversation_id), cb=on_event)
+    await nc.flush()
+    return _Turn(pool, Emitter(store, _Publisher(nc), cmd.conversation_id, cmd.turn_id, flush_s), heard)
+
+
+async def _until(check, timeout_s: float = 5.0) -> None:  # noqa: ANN001
+    deadline = time.monotonic() + timeout_s
+    while not await check():
+        assert time.monotonic() < deadline, "timed out"
+        await asyncio.sleep(0.02)
+
+
+async def test_held_text_is_written_when_the_window_ends_though_no_more_comes(pool: asyncpg.Pool, stack: StackUrls) -> None:
+    nc = await nats.connect(stack.nats_url)
+    try:
+        turn = await _turn(pool, nc, flush_s=0.3)
+        await turn.emitter.text("Hel")  # the first delta: at once
+        assert await turn.logged() == ["Hel"]
+        await turn.emitter.text("lo")  # inside the window: held ...
+        assert await turn.logged() == ["Hel"]
+        # ... and the stream stalls: the window's end writes it anyway, stored then published.
+        await _until(lambda: _equals(turn.logged, ["Hel", "lo"]))
+        await _until(lambda: _same(turn.heard, ["Hel", "lo"]))
+        # A later delta starts a new window of its own.
+        await turn.emitter.text(" there")
+        await _until(lambda: _equals(turn.logged, ["Hel", "lo", " there"]))
+        await turn.emitter.close()
+    finally:
+        await nc.close()
+
+
+async def test_a_steady_stream_is_batched_one_per_window_at_most(pool: asyncpg.Pool, stack: StackUrls) -> None:
+    nc = await nats.connect(stack.nats_url)
+    try:
+        window = 0.1
+        turn = await _turn(pool, nc, flush_s=window)
+        started = time.monotonic()
+        sent = [f"w{i} " for i in range(60)]
+        for word in sent:
+            await turn.emitter.text(word)
+            await asyncio.sleep(0.01)
+        await turn.emitter.flush()
+        elapsed = time.monotonic() - started
+        await turn.emitter.close()
+        batches = await turn.logged()
+        assert "".join(batches) == "".join(sent)
+        # The first at once, then at most one per window, then what the final flush wrote.
+        assert len(batches) <= 2 + math.ceil(elapsed / window), (len(batches), elapsed)
+        assert len(batches) >= 2
+    finally:
+        await nc.close()
+
+
+async def test_nothing_held_is_written_once_the_body_is_closed(pool: asyncpg.Pool, stack: StackUrls) -> None:
+    nc = await nats.connect(stack.nats_url)
+    try:
+        turn = await _turn(pool, nc, flush_s=0.2)
+        await turn.emitter.text("kept")
+        await turn.emitter.text(" dropped")
+        # The process is stopping this turn (its command goes back to JetStream): a redelivered attempt
+        # may read the log at once, so the held text must not land behind its back.
+        await turn.emitter.close()
+        await asyncio.sleep(0.5)
+        assert await turn.logged() == ["kept"]
+    finally:
+        await nc.close()
+
+
+async def _equals(read, expected: list[str]) -> bool:  # noqa: ANN001
+    return await read() == expected
+
+
+async def _same(got: list[str], expected: list[str]) -> bool:
+    return got == expected
