@@ -302,7 +302,7 @@ async def publish_command(pub: Publisher, command: TurnCommand) -> None:
 
 
 class LivePublisher:
-    """Live fan-out (a conversation's events, every ~40 ms while a reply streams) with the bare NATS
+    """Live fan-out (a conversation's events, every ~100 ms while a reply streams) with the bare NATS
     client: none of the broker's per-message middleware (a span, a log line, a model dump), which
     made up most of what each event cost. The events are already stored; a subscriber that misses
     one re-reads the log, so these carry no trace context. `declared` is the endpoint's declared

@@ -65,7 +65,7 @@ async def ask(requester: bus.Requester[P, R], payload: P, *, trace_id: str, time
 # Declared for the AsyncAPI document only: at run time a conversation's live events arrive through
 # LiveEvents.subscribe, a bare NATS subscription (no queue group: every replica hears every
 # conversation) that does nothing at all for a conversation no stream here follows, and for one that
-# is followed no more than parse the JSON. Events are ~40 ms batches, and the log in Postgres fills
+# is followed no more than parse the JSON. Events are ~100 ms batches, and the log in Postgres fills
 # any gap, so a lost or unreadable one is harmless.
 documented = NatsRouter()
 
