@@ -210,10 +210,17 @@ class TurnRunner:
                           self._settings.spotter_delta_flush_ms / 1000)
         lease = LeaseKeeper(lambda: self._renew(meta, runner), self._settings.spotter_turn_lock_ttl_s / 3)
 
+        released = False
+
         async def let_go() -> None:
+            # Once: `done` lets go before it is published, and the finally below is for every other way out.
+            nonlocal released
+            if released:
+                return
             # Stop renewing before releasing, or a renewal in flight could take the lease back.
             await lease.stop()
             await self._lock.release(meta.conversation_id, meta.turn_id, runner)
+            released = True
 
         try:
             outcome = await self._outcome(meta, turn, delivery, emitter, body)
