@@ -224,6 +224,14 @@ liked AS MATERIALIZED (
          WHERE d.scope = ANY($2::text[]) AND {_VISIBLE} AND d.body LIKE t.pat
          LIMIT {ROWS_PER_PATTERN}) d
 ),
+-- Fuzzy (a misspelling) only for the needles that have one, an empty needle would scan the whole
+-- index, and only for a term no spelling of which is in any document as written: a word that is
+-- there is not misspelt ("rounds", "swings"), and its fuzzy search, a word_similarity over every
+-- body with its trigrams, was the costliest part. MATERIALIZED, so the terms are chosen before any
+-- fuzzy search runs (inlined, the planner searched for every needle and dropped the rows after).
+fuzzy AS MATERIALIZED (
+    SELECT * FROM t WHERE t.needle <> '' AND NOT EXISTS (SELECT 1 FROM liked l WHERE l.term = t.term AND l.kind = {WORD})
+),
 hits AS (
     SELECT found.scope, found.entity_id::text AS id, found.label, found.detail, found.term,
            bool_or(kind = {WORD} AND ' ' || regexp_replace(split_part(body, E'\\n', 1) || ' ' || split_part(body, E'\\n', 2),
@@ -236,12 +244,7 @@ hits AS (
                     ELSE 0 END) AS similarity
       FROM (SELECT * FROM liked
             UNION ALL
-            -- Fuzzy (a misspelling) only for the needles that have one, an empty needle would scan
-            -- the whole index, and only for a term no spelling of which is in any document as
-            -- written: a word that is there is not misspelt ("rounds", "swings"), and its fuzzy
-            -- search, a word_similarity over every body with its trigrams, was the costliest part.
-            SELECT t.*, d.* FROM (SELECT * FROM t WHERE t.needle <> ''
-                                    AND NOT EXISTS (SELECT 1 FROM liked l WHERE l.term = t.term AND l.kind = {WORD})) t
+            SELECT t.*, d.* FROM fuzzy t
             CROSS JOIN LATERAL (
                 SELECT d.scope, d.entity_id, d.label, d.detail, d.body FROM rag_documents d
                  WHERE d.scope = ANY($2::text[]) AND {_VISIBLE} AND t.needle <% d.body AND NOT d.body LIKE t.pat
