@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import json
+import secrets
 import time
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Optional
@@ -35,6 +36,25 @@ class Workload:
     # A turn in a conversation the bench opened earlier (one model call, no title), rather than a turn
     # that opens its own conversation (which then also makes the title call after `done`).
     follow_up: bool = False
+    # Each turn's message ends in three words drawn at random (FRESH_WORDS), so ambient search embeds its
+    # terms (not memoised), as it does a real staff message's; the bench's other messages never reach it.
+    fresh: bool = False
+
+    def text(self) -> str:
+        if not self.fresh:
+            return self.message
+        return f"{self.message} {' '.join(secrets.choice(FRESH_WORDS) for _ in range(3))}"
+
+
+# Everyday words a staff message might end with; three drawn per turn (64,000 orders), so the
+# message's terms are new to the embedding memo, as a real message's are. Some name things in the demo
+# studio (core, mobility), most do not (and go through the lexical half's fuzzy search).
+FRESH_WORDS = (
+    "morning", "evening", "crew", "team", "beginners", "advanced", "friday", "monday", "outdoor", "indoor",
+    "coach", "studio", "weekend", "holiday", "summer", "winter", "family", "seniors", "teens", "newcomers",
+    "regulars", "partners", "pairs", "circuit", "tempo", "ladder", "finisher", "warmup", "cooldown", "stretch",
+    "core", "grip", "balance", "power", "speed", "endurance", "recovery", "mobility", "posture", "breathing",
+)
 
 
 @dataclass
@@ -134,7 +154,7 @@ async def gateway_turn(client: httpx.AsyncClient, gw: Gateway, workload: Workloa
     try:
         async with asyncio.timeout(TURN_TIMEOUT_S):
             async with client.stream("POST", gw.url, headers=gw.headers,
-                                     json={"conversationId": conversation_id, "message": workload.message}) as r:
+                                     json={"conversationId": conversation_id, "message": workload.text()}) as r:
                 if r.status_code != 200:
                     body = (await r.aread()).decode(errors="replace")[:300]
                     return TurnResult(False, error=f"gateway HTTP {r.status_code}: {body}")

@@ -74,6 +74,13 @@ ONE_TOOL_FOLLOW_UP = Workload(
     key="one_tool_follow_up", title="one read tool, follow-up", message=ONE_TOOL.message, model_calls=2,
     tools=ONE_TOOL.tools, expect_text=ONE_TOOL.expect_text, follow_up=True,
 )
+# A plain follow-up whose message rag embeds: long enough, with words that are not stopwords, and three
+# words drawn at random each turn (Workload.fresh). The simulator answers it in plain text (what the ambient context
+# named, or its greeting): one model call, as the plain follow-up.
+PLAIN_FRESH = Workload(
+    key="plain_fresh", title="plain text turn, follow-up, new words", message="any ideas for kettlebell swings and rowing intervals",
+    model_calls=1, follow_up=True, fresh=True,
+)
 # A follow-up cell first opens one conversation per this many of its turns (below compaction's 24 messages).
 TURNS_PER_CONVERSATION = 5
 ELITE_CAP_USD_MICROS = 25_000_000  # billing's caps.py: the metered tier the bench moves a busy run to
@@ -90,7 +97,8 @@ class Cell:
 def plan_cells(quick: bool) -> list[Cell]:
     if quick:
         return [Cell(PLAIN, 1, 2, 3), Cell(PLAIN, 20, 2, 20), Cell(ONE_TOOL, 1, 2, 2), Cell(ONE_TOOL, 20, 2, 20),
-                Cell(PLAIN_FOLLOW_UP, 1, 2, 3), Cell(PLAIN_FOLLOW_UP, 20, 2, 20), Cell(ONE_TOOL_FOLLOW_UP, 20, 2, 20)]
+                Cell(PLAIN_FOLLOW_UP, 1, 2, 3), Cell(PLAIN_FOLLOW_UP, 20, 2, 20), Cell(ONE_TOOL_FOLLOW_UP, 20, 2, 20),
+                Cell(PLAIN_FRESH, 1, 2, 3), Cell(PLAIN_FRESH, 20, 2, 20)]
     return [
         Cell(PLAIN, 1, 4, 10),      # 40 turns per path
         Cell(PLAIN, 20, 4, 40),     # 160 turns per path
@@ -99,6 +107,8 @@ def plan_cells(quick: bool) -> list[Cell]:
         Cell(PLAIN_FOLLOW_UP, 1, 4, 10),
         Cell(PLAIN_FOLLOW_UP, 20, 4, 40),
         Cell(ONE_TOOL_FOLLOW_UP, 20, 4, 30),
+        Cell(PLAIN_FRESH, 1, 4, 10),
+        Cell(PLAIN_FRESH, 20, 4, 40),
     ]
 
 
@@ -448,7 +458,10 @@ def main(argv: Optional[list[str]] = None) -> int:
             f"conversations the bench opened before measuring (one per {TURNS_PER_CONVERSATION} turns of the cell, "
             "each with one exchange, so they grow to 6–7 exchanges, below compaction): no conversation to create and "
             "no title call, the model work of a plain follow-up is one streamed call. Their direct baseline replays "
-            "the requests of a conversation's second turn."
+            "the requests of a conversation's second turn. Neither message reaches ambient search's embedding (one is "
+            "under 30 characters, the other has no terms once stopwords are stripped); the *new words* rows send "
+            f"“{PLAIN_FRESH.message}” and three everyday words drawn at random, so rag embeds each one (nothing "
+            "memoised), as it does a real staff message."
         ),
         "notes": b.notes,
     }
