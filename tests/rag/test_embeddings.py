@@ -3,6 +3,7 @@ model for the misses only), and the Voyage adapter at its HTTP boundary."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import uuid
@@ -156,3 +157,35 @@ async def test_voyage_unreachable_is_typed() -> None:
         await embedder.embed(["squat"], "query")
     assert err.value.code == "provider_unavailable"
     await embedder.aclose()
+
+
+async def test_single_queries_arriving_together_are_embedded_as_one_batch_with_the_same_vectors(e5: E5Embedder) -> None:
+    texts = [unique(t) for t in ("back squat", "kettlebell swing", "rowing intervals", "תרגילי בטן", "приседания со штангой")]
+    alone = [(await e5.embed([t], "query"))[0] for t in texts]
+    model = e5._models["query"]
+    calls: list[list[str]] = []
+    real = model.query
+
+    def counting(batch: list[str]) -> np.ndarray:
+        calls.append(list(batch))
+        return real(batch)
+
+    model.query = counting
+    try:
+        together = await asyncio.gather(*(e5.embed([t], "query") for t in texts))
+    finally:
+        del model.query
+    # Asked for in the same moment: one call to the engine for all of them.
+    assert [len(c) for c in calls] == [len(texts)]
+    assert all(np.array_equal(a, b[0]) for a, b in zip(alone, together, strict=True))
+
+
+async def test_a_query_whose_caller_gave_up_does_not_stop_the_others(e5: E5Embedder) -> None:
+    texts = [unique("deadlift"), unique("box jump"), unique("pull-up")]
+    tasks = [asyncio.create_task(e5.embed([t], "query")) for t in texts]
+    await asyncio.sleep(0)  # all three are queued; the first is being embedded
+    tasks[1].cancel()
+    first, third = await tasks[0], await tasks[2]
+    assert first[0].shape == third[0].shape == (E5_DIMENSIONS,)
+    with pytest.raises(asyncio.CancelledError):
+        await tasks[1]

@@ -22,6 +22,7 @@ import logging
 import os
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Literal, Protocol, runtime_checkable
 
 import asyncpg
@@ -30,6 +31,7 @@ import numpy as np
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
+from spotter_shared.batches import Batches
 from spotter_shared.contracts.rag import E5_DIMENSIONS, E5_MODEL, VOYAGE_DIMENSIONS, VOYAGE_MODEL
 from spotter_shared.errors import ErrorCode, SpotterError
 
@@ -76,17 +78,23 @@ def normalise(vectors: np.ndarray) -> np.ndarray:
 
 
 class E5Embedder:
-    """multilingual-e5-small (4-bit) in process, two single-thread lanes (queries, passages)."""
+    """multilingual-e5-small (4-bit) in process, two single-thread lanes (queries, passages).
+
+    Single queries (ambient search, a tool's search: one per turn) that arrive while the query lane is
+    busy are embedded together, as one batch, when it is free: the engine then runs one text per
+    thread instead of splitting each text across its threads, so a burst of turns waits for fewer,
+    cheaper calls."""
 
     model = E5_MODEL
     dimensions = E5_DIMENSIONS
     semantic_floors = E5_SEMANTIC_FLOORS
 
-    def __init__(self) -> None:
+    def __init__(self, *, max_query_batch: int = 16) -> None:
         self._lanes: dict[Kind, ThreadPoolExecutor] = {
             kind: ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"e5-{kind}") for kind in ("query", "passage")
         }
         self._models: dict[Kind, object] = {}
+        self._queries: Batches[_Query] = Batches(self._embed_queries, max_batch=max_query_batch)
 
     async def start(self) -> None:
         """Load a model handle per lane and warm each up (the first call pays page faults)."""
@@ -100,6 +108,10 @@ class E5Embedder:
             return []
         if kind not in self._models:
             await self.start()
+        if kind == "query" and len(texts) == 1:
+            query = _Query(texts[0], asyncio.get_running_loop().create_future())
+            self._queries.add("query", query)
+            return [await query.vector]
         model = self._models[kind]
         lane = self._lanes[kind]
         batch = list(texts)
@@ -107,9 +119,29 @@ class E5Embedder:
         out = await asyncio.get_running_loop().run_in_executor(lane, encode, batch)
         return list(normalise(np.atleast_2d(out)))
 
+    async def _embed_queries(self, batch: list[_Query]) -> None:
+        try:
+            out = await asyncio.get_running_loop().run_in_executor(
+                self._lanes["query"], self._models["query"].query, [q.text for q in batch])  # type: ignore[attr-defined]
+            vectors = list(normalise(np.atleast_2d(out)))
+        except Exception as exc:  # noqa: BLE001 — each caller hears it; the batcher must not raise
+            for q in batch:
+                if not q.vector.done():
+                    q.vector.set_exception(exc)
+            return
+        for q, vector in zip(batch, vectors, strict=True):
+            if not q.vector.done():  # a caller that gave up (its search's budget) is skipped
+                q.vector.set_result(vector)
+
     def close(self) -> None:
         for lane in self._lanes.values():
             lane.shutdown(wait=False, cancel_futures=True)
+
+
+@dataclass(frozen=True)
+class _Query:
+    text: str
+    vector: asyncio.Future[np.ndarray]
 
 
 def _load_e5() -> object:
