@@ -67,3 +67,17 @@ def actor_of(studio: Studio, person: Person) -> "Actor":
     from spotter_shared.contracts.commands import Actor
 
     return Actor(user_id=person.user_id, organization_id=studio.org.id, membership_id=person.membership_id, role=person.role)
+
+
+async def new_send(pool: asyncpg.Pool, *, message: str = "hello", locale: str = "en-US", is_new: bool = True,
+                   conversation_id: str | None = None) -> "SendMessage":
+    """A send by the owner of a new studio, into a new conversation unless one is given."""
+    from spotter_shared.contracts.commands import Actor, SendMessage
+
+    studio = await make_studio(pool)
+    owner = studio.owner
+    actor = Actor(user_id=owner.user_id, organization_id=studio.org.id, membership_id=owner.membership_id,
+                  role="owner", locale=locale)
+    return SendMessage(command_id=str(uuid.uuid4()), turn_id=str(uuid.uuid4()),
+                       conversation_id=conversation_id or str(uuid.uuid4()), actor=actor, trace_id="t",
+                       is_new=is_new, message=message)

@@ -15,7 +15,7 @@ from spotter_orchestrator.prompt import validate_replay
 from spotter_orchestrator.store import ConversationInfo, StoredMessage, Store, fallback_title, primary_language
 from spotter_orchestrator.turns import history_of
 from spotter_shared.contracts.commands import Actor, SendMessage
-from tests.factories import make_studio
+from tests.factories import make_studio, new_send
 
 THINKING = {"type": "thinking", "thinking": "I should search.", "signature": "c2lnbmVk"}
 
@@ -92,12 +92,7 @@ def test_titles_and_locales_are_cleaned() -> None:
 
 
 async def test_replay_starts_at_the_latest_summary_and_keeps_its_tail(pool: asyncpg.Pool) -> None:
-    studio = await make_studio(pool)
-    owner = studio.owner
-    actor = Actor(user_id=owner.user_id, organization_id=studio.org.id, membership_id=owner.membership_id,
-                  role="owner", locale="ru-RU")
-    cmd = SendMessage(command_id=str(uuid.uuid4()), turn_id=str(uuid.uuid4()), conversation_id=str(uuid.uuid4()),
-                      actor=actor, trace_id="t", is_new=True, message="Привет\nвторая строка")
+    cmd = await new_send(pool, locale="ru-RU", message="Привет\nвторая строка")
     store = Store(pool)
     await store.begin_turn(cmd, "claude-sonnet-5-5")
     assert await store.conversation(cmd.conversation_id) == ConversationInfo(title="Привет", locale="ru")

@@ -16,9 +16,8 @@ import nats
 from spotter_cli.devstack import StackUrls
 from spotter_orchestrator.emitter import Emitter
 from spotter_orchestrator.store import Store
-from spotter_shared.contracts.commands import Actor, SendMessage
 from spotter_shared.contracts.events import conversation_subject
-from tests.factories import make_studio
+from tests.factories import new_send
 
 
 class _Publisher:
@@ -44,12 +43,7 @@ class _Turn:
 
 
 async def _turn(pool: asyncpg.Pool, nc: nats.NATS, flush_s: float) -> _Turn:
-    studio = await make_studio(pool)
-    owner = studio.owner
-    actor = Actor(user_id=owner.user_id, organization_id=studio.org.id, membership_id=owner.membership_id,
-                  role="owner", locale="en-US")
-    cmd = SendMessage(command_id=str(uuid.uuid4()), turn_id=str(uuid.uuid4()), conversation_id=str(uuid.uuid4()),
-                      actor=actor, trace_id="t", is_new=True, message="hello")
+    cmd = await new_send(pool)
     store = Store(pool)
     await store.begin_turn(cmd, "claude-sonnet-5-5")
     heard: list[str] = []

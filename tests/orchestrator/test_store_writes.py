@@ -10,18 +10,12 @@ import uuid
 import asyncpg
 
 from spotter_orchestrator.store import Store
-from spotter_shared.contracts.commands import Actor, SendMessage
-from tests.factories import make_studio
+from spotter_shared.contracts.commands import SendMessage
+from tests.factories import new_send
 
 
 async def _send(pool: asyncpg.Pool, *, is_new: bool = True, conversation_id: str | None = None) -> SendMessage:
-    studio = await make_studio(pool)
-    owner = studio.owner
-    actor = Actor(user_id=owner.user_id, organization_id=studio.org.id, membership_id=owner.membership_id,
-                  role="owner", locale="en-US")
-    return SendMessage(command_id=str(uuid.uuid4()), turn_id=str(uuid.uuid4()),
-                       conversation_id=conversation_id or str(uuid.uuid4()), actor=actor, trace_id="t",
-                       is_new=is_new, message="hello")
+    return await new_send(pool, is_new=is_new, conversation_id=conversation_id)
 
 
 async def test_begin_turn_stores_a_new_conversations_first_event_once(pool: asyncpg.Pool) -> None:
