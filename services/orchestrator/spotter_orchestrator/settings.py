@@ -35,7 +35,10 @@ class OrchestratorSettings(CommonSettings):
     spotter_provider_retries: int = 2
     spotter_turn_concurrency: int = 32
     # Commands a replica takes beyond its turn slots (per command subject), waiting with heartbeats.
-    spotter_turn_prefetch: int = 4
+    # 0: a replica whose slots are full leaves new commands in JetStream for one that has room. With 4,
+    # one of two replicas took 36 of 50 long turns and 4 of them waited over a minute for its slots
+    # while the other replica had 18 free (tests/replicas, rolling restart).
+    spotter_turn_prefetch: int = 0
     # A crashed replica's command is redelivered after this; live work sends in-progress acks.
     spotter_ack_wait_s: float = 10.0
     spotter_turn_lock_ttl_s: float = 45.0
