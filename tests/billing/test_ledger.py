@@ -49,6 +49,17 @@ def batches(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     return sizes
 
 
+async def two_waves(billing: Billing, pool: asyncpg.Pool, new_conversation: Callable, first: int, second: int,
+                    ) -> tuple[Studio, str, list[SettleUsage], list[SettleUsage]]:
+    """A hot org (metered, its tier cached) with one conversation, and two waves of settles for it:
+    `first` of 1, 2, … output tokens, then `second` of 100, 101, …"""
+    studio = await make_studio(pool, tier="elite")
+    conversation = await new_conversation(studio)
+    await billing.precheck(BudgetCheck(organization_id=studio.org.id))
+    return (studio, conversation, [settle(studio, conversation, i + 1) for i in range(first)],
+            [settle(studio, conversation, 100 + i) for i in range(second)])
+
+
 def second_wave_meanwhile(monkeypatch: pytest.MonkeyPatch, billing: Billing, second: list[SettleUsage]) -> list[asyncio.Task[object]]:
     """Once the first batch starts recording, `second` is settled too (so it waits behind that batch);
     the tasks settling it, filled in then."""
@@ -178,11 +189,7 @@ async def test_settles_arriving_while_a_batch_is_written_are_claimed_by_its_redi
     """A hot org's batches are chained: what waits when a batch reaches its Redis step is claimed by
     that script (no claim of its own) and written next, each call charged once, a repeat of a call of
     the batch before answered its cost."""
-    studio = await make_studio(pool, tier="elite")
-    conversation = await new_conversation(studio)
-    await billing.precheck(BudgetCheck(organization_id=studio.org.id))
-    first = [settle(studio, conversation, i + 1) for i in range(5)]
-    second = [settle(studio, conversation, 100 + i) for i in range(3)]
+    studio, conversation, first, second = await two_waves(billing, pool, new_conversation, 5, 3)
     claims: list[int] = []
     claim_script = billing._ledger._claim_script
 
@@ -222,11 +229,7 @@ async def test_a_failed_redis_step_fails_nothing_twice_and_the_waiting_settles_a
 ) -> None:
     """The Redis step that would have claimed the next batch fails: the batch is written again one by
     one, and the settles that were waiting are claimed and written after it, each charged once."""
-    studio = await make_studio(pool, tier="elite")
-    conversation = await new_conversation(studio)
-    await billing.precheck(BudgetCheck(organization_id=studio.org.id))
-    first = [settle(studio, conversation, i + 1) for i in range(3)]
-    second = [settle(studio, conversation, 100 + i) for i in range(2)]
+    studio, conversation, first, second = await two_waves(billing, pool, new_conversation, 3, 2)
     finish_script = billing._ledger._finish_script
     failed: list[int] = []
 
@@ -254,11 +257,7 @@ async def test_the_next_batch_adds_its_increments_while_the_batch_before_commits
     """A chain keeps two batches in flight: the next one's increments go to Postgres while the one
     before is still committing (Postgres holds them on the shared rows), and its Redis step waits for
     that COMMIT. Every call is charged once, each answered its own cost."""
-    studio = await make_studio(pool, tier="elite")
-    conversation = await new_conversation(studio)
-    await billing.precheck(BudgetCheck(organization_id=studio.org.id))
-    first = [settle(studio, conversation, i + 1) for i in range(4)]
-    second = [settle(studio, conversation, 100 + i) for i in range(3)]
+    studio, conversation, first, second = await two_waves(billing, pool, new_conversation, 4, 3)
     events: list[str] = []
     first_commit_may_go = asyncio.Event()
     commit = ledger._commit
@@ -311,11 +310,7 @@ async def test_a_failed_commit_fails_its_own_batch_only_and_the_next_one_is_stil
     """The COMMIT of a batch fails while the next batch is already adding: that batch's callers get
     the failure (their calls go uncharged in Postgres, never charged twice: a retry is answered the
     marked cost), and the next batch is written and answered as usual."""
-    studio = await make_studio(pool, tier="elite")
-    conversation = await new_conversation(studio)
-    await billing.precheck(BudgetCheck(organization_id=studio.org.id))
-    first = [settle(studio, conversation, i + 1) for i in range(3)]
-    second = [settle(studio, conversation, 100 + i) for i in range(2)]
+    studio, conversation, first, second = await two_waves(billing, pool, new_conversation, 3, 2)
     close = ledger._close
     failed: list[bool] = []
 
