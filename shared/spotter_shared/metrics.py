@@ -28,6 +28,10 @@ MODEL_FIRST_CHUNK_SECONDS = Histogram("spotter_model_time_to_first_chunk_seconds
                                       ["model"], buckets=_LATENCY)
 MODEL_TOKENS = Counter("spotter_model_tokens_total", "Tokens by model and kind (input, output, cache_read, cache_write).",
                        ["model", "kind"])
+AMBIENT_SEARCHES = Counter("spotter_rag_ambient_searches_total",
+                           "Ambient searches answered, by their semantic half: used; late (the query's vector missed "
+                           "its wait, lexical hits only); failed; off (no embedder); timeout (no hits at all).",
+                           ["semantic"])
 MODEL_COST = Counter("spotter_model_cost_usd_micros_total", "Settled model cost by model, in micro-dollars.", ["model"])
 
 CONSUMER_PENDING = Gauge("spotter_consumer_pending_messages",

@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import json
+import os
 import uuid
+from collections.abc import Iterator
 
 import asyncpg
 import httpx
@@ -159,9 +162,9 @@ async def test_voyage_unreachable_is_typed() -> None:
     await embedder.aclose()
 
 
-async def test_single_queries_arriving_together_are_embedded_as_one_batch_with_the_same_vectors(e5: E5Embedder) -> None:
-    texts = [unique(t) for t in ("back squat", "kettlebell swing", "rowing intervals", "תרגילי בטן", "приседания со штангой")]
-    alone = [(await e5.embed([t], "query"))[0] for t in texts]
+@contextlib.contextmanager
+def engine_calls(e5: E5Embedder) -> Iterator[list[list[str]]]:
+    """The batches the query lane's engine is asked to embed, while the block runs."""
     model = e5._models["query"]
     calls: list[list[str]] = []
     real = model.query
@@ -172,20 +175,30 @@ async def test_single_queries_arriving_together_are_embedded_as_one_batch_with_t
 
     model.query = counting
     try:
-        together = await asyncio.gather(*(e5.embed([t], "query") for t in texts))
+        yield calls
     finally:
         del model.query
-    # Asked for in the same moment: one call to the engine for all of them.
-    assert [len(c) for c in calls] == [len(texts)]
+
+
+async def test_single_queries_arriving_together_are_embedded_in_batches_with_the_same_vectors(e5: E5Embedder) -> None:
+    texts = [unique(t) for t in ("back squat", "kettlebell swing", "rowing intervals", "תרגילי בטן", "приседания со штангой")]
+    alone = [(await e5.embed([t], "query"))[0] for t in texts]
+    with engine_calls(e5) as calls:
+        together = await asyncio.gather(*(e5.embed([t], "query") for t in texts))
+    # Asked for in the same moment: batches of one text per engine thread, in the order asked.
+    width = os.cpu_count() or 1
+    assert calls == [texts[i:i + width] for i in range(0, len(texts), width)]
     assert all(np.array_equal(a, b[0]) for a, b in zip(alone, together, strict=True))
 
 
-async def test_a_query_whose_caller_gave_up_does_not_stop_the_others(e5: E5Embedder) -> None:
+async def test_a_query_whose_caller_gave_up_is_not_embedded_and_does_not_stop_the_others(e5: E5Embedder) -> None:
     texts = [unique("deadlift"), unique("box jump"), unique("pull-up")]
-    tasks = [asyncio.create_task(e5.embed([t], "query")) for t in texts]
-    await asyncio.sleep(0)  # all three are queued; the first is being embedded
-    tasks[1].cancel()
-    first, third = await tasks[0], await tasks[2]
+    with engine_calls(e5) as calls:
+        tasks = [asyncio.create_task(e5.embed([t], "query")) for t in texts]
+        await asyncio.sleep(0)  # all three are asked for; the engine has not started on any
+        tasks[1].cancel()
+        first, third = await tasks[0], await tasks[2]
     assert first[0].shape == third[0].shape == (E5_DIMENSIONS,)
     with pytest.raises(asyncio.CancelledError):
         await tasks[1]
+    assert [t for batch in calls for t in batch] == [texts[0], texts[2]]

@@ -4,8 +4,12 @@ Hebrew and Russian."""
 
 from __future__ import annotations
 
+import asyncio
+import time
+
 import asyncpg
 import pytest
+from prometheus_client import REGISTRY
 
 from spotter_rag.core import MAX_PER_SCOPE, MAX_TOTAL, HybridSearch
 from spotter_rag.embeddings import MemoEmbedder
@@ -207,6 +211,52 @@ async def test_a_failing_embedder_leaves_the_lexical_half(pool, studio) -> None:
 
     result = await HybridSearch(pool, Down()).ambient(studio.org.id, SAAR_QUESTION)
     assert {"Saar Cohen", "Saar Levi"} <= set(labels(result.hits, "member"))
+
+
+class Slow:
+    """An embedder whose vectors come a second late (a loaded rag); says whether it was cancelled."""
+
+    def __init__(self, inner: MemoEmbedder) -> None:
+        self.model, self.dimensions, self.semantic_floors = inner.model, inner.dimensions, inner.semantic_floors
+        self.inner = inner
+        self.cancelled = 0
+
+    async def embed(self, texts, kind):
+        try:
+            await asyncio.sleep(1.0)
+        except asyncio.CancelledError:
+            self.cancelled += 1
+            raise
+        return await self.inner.embed(texts, kind)
+
+
+def ambient_count(semantic: str) -> float:
+    return REGISTRY.get_sample_value("spotter_rag_ambient_searches_total", {"semantic": semantic}) or 0.0
+
+
+async def test_a_late_embedding_leaves_the_lexical_half_without_waiting_for_it(pool, memo, studio) -> None:
+    slow, late = Slow(memo), ambient_count("late")
+    started = time.monotonic()
+    result = await HybridSearch(pool, slow, semantic_wait_s=0.05).ambient(studio.org.id, SAAR_QUESTION)
+    assert time.monotonic() - started < 0.5
+    assert {"Saar Cohen", "Saar Levi"} <= set(labels(result.hits, "member")) and result.skipped is None
+    await asyncio.sleep(0)  # the dropped embedding's cancellation is delivered
+    assert slow.cancelled == 1 and ambient_count("late") == late + 1
+
+
+async def test_a_budget_that_ends_after_the_lexical_half_answers_with_it(pool, memo, studio) -> None:
+    slow = Slow(memo)
+    result = await HybridSearch(pool, slow, budget_s=0.3, semantic_wait_s=10).ambient(studio.org.id, SAAR_QUESTION)
+    assert {"Saar Cohen", "Saar Levi"} <= set(labels(result.hits, "member")) and result.skipped is None
+    await asyncio.sleep(0)
+    assert slow.cancelled == 1
+
+
+async def test_an_embedding_in_time_is_used(pool, memo, studio) -> None:
+    used = ambient_count("used")
+    result = await HybridSearch(pool, memo, semantic_wait_s=10).ambient(studio.org.id, "something for loosening up sore muscles after a hard week")
+    assert "Mobility & Recovery" in labels(result.hits, "program")
+    assert ambient_count("used") == used + 1
 
 
 async def test_organization_id_must_be_a_uuid(search) -> None:

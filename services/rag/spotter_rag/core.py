@@ -10,7 +10,10 @@ Two entry points (the bench imports them)::
 Ambient (seed 000): messages under 30 characters are skipped; the message is cut into terms
 (stopwords and intent words of English, Hebrew and Russian stripped, terms.py); at most 3 hits
 per scope and 5 in all; it answers within its budget (below the caller's 800 ms) or says
-`skipped="timeout"`, and an embedding failure only drops the semantic half. The search is the
+`skipped="timeout"`, and an embedding failure only drops the semantic half. The query's embedding
+is waited for only so long (`semantic_wait_s`, 150 ms from the start): on a loaded rag a late
+vector is dropped (and never computed, if it had not started) and ambient answers with the lexical
+half, which it also does when the budget ends after the lexical half finished. The search is the
 same over the whole query (a tool's query is what to find, not a message): the phrase as one term
 at full weight, its words at half.
 
@@ -31,11 +34,12 @@ import time
 import uuid
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import asyncpg
 import numpy as np
 
+from spotter_shared import metrics
 from spotter_shared.contracts.rag import SCOPES, AmbientHit, AmbientQuery, AmbientResult, Scope, SearchQuery, SearchResult
 from spotter_shared.errors import ErrorCode, SpotterError
 
@@ -287,19 +291,24 @@ EXACT_MAX_DOCUMENTS = 2000
 SIZES_TTL_S = 60.0
 
 
-@dataclass(frozen=True)
+@dataclass
 class _Found:
-    matches: dict[str, list[Match]]
-    neighbours: dict[str, list[Neighbour]]
+    """What a search found, filled as its halves finish (a search cut short keeps the lexical half)."""
+
+    matches: dict[str, list[Match]] | None = None
+    neighbours: dict[str, list[Neighbour]] = field(default_factory=dict)
+    # The semantic half: "used", "late" (the vector missed its wait), "failed", "off" (no embedder).
+    semantic: str = "off"
 
 
 class HybridSearch:
     def __init__(self, pool: asyncpg.Pool, embedder: Embedder | None, *, budget_s: float = 0.6,
                  statement_timeout_ms: int = 450, search_budget_s: float = 2.0, ef_search: int = HNSW_EF_SEARCH,
-                 search_floor: float = NO_FLOOR) -> None:
+                 search_floor: float = NO_FLOOR, semantic_wait_s: float = 0.15) -> None:
         self._pool = pool
         self._embedder = embedder
         self._budget_s = budget_s
+        self._semantic_wait_s = semantic_wait_s
         self._statement_timeout_ms = int(statement_timeout_ms)
         self._search_budget_s = search_budget_s
         self._ef_search = int(ef_search)
@@ -323,16 +332,22 @@ class HybridSearch:
         terms = extract_terms(text)
         if not terms:
             return AmbientResult(hits=[], skipped="no_terms")
+        found = _Found()
         try:
             # The caller's budget is 800 ms end to end; answering late is worth nothing, so the
             # search gives up first and says so instead of leaving the caller to time out.
             # The terms are what the message is about; its whole text embeds the chit-chat too.
             async with asyncio.timeout(self._budget_s):
-                found = await self._find(org, terms, SCOPES, " ".join(t.word for t in terms), MAX_ROWS_PER_SCOPE,
-                                         SEMANTIC_ROWS_PER_SCOPE, self._statement_timeout_ms)
+                await self._find(found, org, terms, SCOPES, " ".join(t.word for t in terms), MAX_ROWS_PER_SCOPE,
+                                 SEMANTIC_ROWS_PER_SCOPE, self._statement_timeout_ms, self._semantic_wait_s)
         except (TimeoutError, asyncpg.QueryCanceledError):
-            log.warning("ambient search over budget (%d terms)", len(terms))
-            return AmbientResult(hits=[], skipped="timeout")
+            if found.matches is None:
+                log.warning("ambient search over budget (%d terms)", len(terms))
+                metrics.AMBIENT_SEARCHES.labels("timeout").inc()
+                return AmbientResult(hits=[], skipped="timeout")
+            log.warning("ambient search over budget after its lexical half (%d terms): lexical hits only", len(terms))
+            found.neighbours, found.semantic = {}, "late"
+        metrics.AMBIENT_SEARCHES.labels(found.semantic).inc()
         hits = [
             hit
             for scope in SCOPES
@@ -358,12 +373,14 @@ class HybridSearch:
         scopes = list(dict.fromkeys(scopes))
         terms = _search_terms(text)
         rows = max(limit * 3, MAX_ROWS_PER_SCOPE)
+        found = _Found()
         try:
             async with asyncio.timeout(self._search_budget_s):
-                found = await self._find(org, terms, scopes, text, rows, max(limit * 2, SEMANTIC_ROWS_PER_SCOPE),
-                                         round(self._search_budget_s * 900))
+                await self._find(found, org, terms, scopes, text, rows, max(limit * 2, SEMANTIC_ROWS_PER_SCOPE),
+                                 round(self._search_budget_s * 900))
         except (TimeoutError, asyncpg.QueryCanceledError):
             raise SpotterError(ErrorCode.INTERNAL, "search over budget") from None
+        assert found.matches is not None
         weights = [t.weight for t in terms]
         return [
             hit
@@ -374,8 +391,13 @@ class HybridSearch:
 
     # --- both ---------------------------------------------------------------------------------
 
-    async def _find(self, org: uuid.UUID, terms: Sequence[Term], scopes: Sequence[Scope], semantic_text: str,
-                    rows: int, semantic_rows: int, statement_timeout_ms: int) -> _Found:
+    async def _find(self, found: _Found, org: uuid.UUID, terms: Sequence[Term], scopes: Sequence[Scope],
+                    semantic_text: str, rows: int, semantic_rows: int, statement_timeout_ms: int,
+                    semantic_wait_s: float | None = None) -> None:
+        """Fills `found`: the lexical half, then the semantic one if the query's vector came in time
+        (within `semantic_wait_s` of the start, or whenever it comes if None)."""
+        loop = asyncio.get_running_loop()
+        deadline = None if semantic_wait_s is None else loop.time() + semantic_wait_s
         embedding = asyncio.create_task(self._embed(semantic_text))
         try:
             async with self._pool.acquire() as conn, conn.transaction(readonly=True):
@@ -388,12 +410,18 @@ class HybridSearch:
                     # (one studio's documents among all studios').
                     " SET LOCAL hnsw.iterative_scan = relaxed_order"
                 )
-                matches = await self._lexical(conn, org, terms, scopes, rows)
-                vector = await embedding
-                neighbours = await self._semantic(conn, org, vector, scopes, semantic_rows) if vector is not None else {}
+                found.matches = await self._lexical(conn, org, terms, scopes, rows)
+                if self._embedder is None:
+                    return
+                # Not cancelled by the wait: a vector that misses it is dropped in `finally`, which
+                # also takes a query not yet embedded out of the engine's queue.
+                done, _ = await asyncio.wait({embedding}, timeout=None if deadline is None else max(0.0, deadline - loop.time()))
+                vector = embedding.result() if done else None
+                found.semantic = "used" if vector is not None else "late" if not done else "failed"
+                if vector is not None:
+                    found.neighbours = await self._semantic(conn, org, vector, scopes, semantic_rows)
         finally:
             embedding.cancel()
-        return _Found(matches, neighbours)
 
     async def _embed(self, text: str) -> np.ndarray | None:
         if self._embedder is None:

@@ -81,20 +81,22 @@ class E5Embedder:
     """multilingual-e5-small (4-bit) in process, two single-thread lanes (queries, passages).
 
     Single queries (ambient search, a tool's search: one per turn) that arrive while the query lane is
-    busy are embedded together, as one batch, when it is free: the engine then runs one text per
-    thread instead of splitting each text across its threads, so a burst of turns waits for fewer,
-    cheaper calls."""
+    busy are embedded together when it is free, a batch of one text per engine thread (the engine then
+    runs each text on one thread instead of splitting it across them). A query whose caller gave up
+    meanwhile (ambient's wait for it ended) is left out: on a loaded rag, late work is shed."""
 
     model = E5_MODEL
     dimensions = E5_DIMENSIONS
     semantic_floors = E5_SEMANTIC_FLOORS
 
-    def __init__(self, *, max_query_batch: int = 16) -> None:
+    def __init__(self, *, max_query_batch: int | None = None) -> None:
         self._lanes: dict[Kind, ThreadPoolExecutor] = {
             kind: ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"e5-{kind}") for kind in ("query", "passage")
         }
         self._models: dict[Kind, object] = {}
-        self._queries: Batches[_Query] = Batches(self._embed_queries, max_batch=max_query_batch)
+        # One text per engine thread: a larger batch makes its first caller wait for all of it (20 callers
+        # here, batches of 16 against 2: 32 against 46 queries/s, p50 331 against 97 ms).
+        self._queries: Batches[_Query] = Batches(self._embed_queries, max_batch=max_query_batch or os.cpu_count() or 1)
 
     async def start(self) -> None:
         """Load a model handle per lane and warm each up (the first call pays page faults)."""
@@ -120,6 +122,9 @@ class E5Embedder:
         return list(normalise(np.atleast_2d(out)))
 
     async def _embed_queries(self, batch: list[_Query]) -> None:
+        batch = [q for q in batch if not q.vector.done()]  # a caller that gave up is not embedded
+        if not batch:
+            return
         try:
             out = await asyncio.get_running_loop().run_in_executor(
                 self._lanes["query"], self._models["query"].query, [q.text for q in batch])  # type: ignore[attr-defined]
@@ -130,7 +135,7 @@ class E5Embedder:
                     q.vector.set_exception(exc)
             return
         for q, vector in zip(batch, vectors, strict=True):
-            if not q.vector.done():  # a caller that gave up (its search's budget) is skipped
+            if not q.vector.done():  # nor answered, if it gave up meanwhile
                 q.vector.set_result(vector)
 
     def close(self) -> None:

@@ -54,6 +54,7 @@ def create_app(settings: RagSettings) -> FastStream:
             statement_timeout_ms=settings.rag_statement_timeout_ms,
             search_budget_s=settings.rag_tool_search_budget_ms / 1000,
             ef_search=settings.rag_hnsw_ef_search,
+            semantic_wait_s=settings.rag_semantic_wait_ms / 1000,
         )
         indexer = Indexer(infra.pool, embedder, embed_batch=settings.rag_embed_batch, sweep_batch=settings.rag_sweep_batch)
         sweeper = Sweeper(indexer, settings.rag_sweep_interval_s, after_round=embedder.purge_expired)

@@ -8,6 +8,9 @@ from spotter_shared.settings import CommonSettings
 class RagSettings(CommonSettings):
     # Below the orchestrator's 800 ms budget for the whole request, leaving room for the round trip.
     rag_search_budget_ms: int = Field(default=600, gt=0, lt=800)
+    # How long ambient waits for the query's embedding (from its start) before answering with the
+    # lexical half alone: on a loaded rag, a turn does not queue behind other turns' embeddings.
+    rag_semantic_wait_ms: int = Field(default=150, gt=0, lt=800)
     rag_statement_timeout_ms: int = Field(default=450, gt=0, lt=800)
     # HYBRID_SEARCH for the read tools: a person asked for it, so it may take longer than ambient.
     rag_tool_search_budget_ms: int = Field(default=2000, gt=0, le=30000)
