@@ -81,8 +81,15 @@ PLAIN_FRESH = Workload(
     key="plain_fresh", title="plain text turn, follow-up, new words", message="any ideas for kettlebell swings and rowing intervals",
     model_calls=1, follow_up=True, fresh=True,
 )
-# A follow-up cell first opens one conversation per this many of its turns (below compaction's 24 messages).
-TURNS_PER_CONVERSATION = 5
+# A follow-up cell first opens one conversation per this many messages its turns will add: a plain turn
+# adds two (the message, the answer), a one-tool turn four (with the tool call and its result), so every
+# conversation ends the cell with at most 12 messages, well below compaction's 24 (a one-tool follow-up
+# cell of one conversation per five turns reached it, and measured three compactions).
+MESSAGES_PER_CONVERSATION = 10
+
+
+def turns_per_conversation(w: Workload) -> int:
+    return max(1, MESSAGES_PER_CONVERSATION // (2 * w.model_calls))
 ELITE_CAP_USD_MICROS = 25_000_000  # billing's caps.py: the metered tier the bench moves a busy run to
 
 
@@ -260,7 +267,7 @@ class Bench:
         if w.follow_up:
             # Conversations of its own, so none grows past compaction over the cells and the warm-up.
             self.conversations[w.key] = Conversations()
-            await self.open_conversations(w, max(c, -(-cell.rounds * cell.turns_per_round // TURNS_PER_CONVERSATION)))
+            await self.open_conversations(w, max(c, -(-cell.rounds * cell.turns_per_round // turns_per_conversation(w))))
         roots = self.p.pids()
         for rnd in range(cell.rounds):
             order = ("direct", "gateway") if rnd % 2 == 0 else ("gateway", "direct")
@@ -455,8 +462,9 @@ def main(argv: Optional[list[str]] = None) -> int:
             "is those two calls made back to back). Each turn of those rows opens its conversation, so after `done` "
             "the orchestrator also makes the conversation's title call (a second, small model call; reserved and "
             "settled; its CPU counts, its time does not). The *follow-up* rows send the same messages into "
-            f"conversations the bench opened before measuring (one per {TURNS_PER_CONVERSATION} turns of the cell, "
-            "each with one exchange, so they grow to 6–7 exchanges, below compaction): no conversation to create and "
+            f"conversations the bench opened before measuring (one per {turns_per_conversation(PLAIN_FOLLOW_UP)} plain or "
+            f"{turns_per_conversation(ONE_TOOL_FOLLOW_UP)} one-tool turns of the cell, each with one exchange, so none "
+            "grows past 12 messages, below compaction's 24): no conversation to create and "
             "no title call, the model work of a plain follow-up is one streamed call. Their direct baseline replays "
             "the requests of a conversation's second turn. Neither message reaches ambient search's embedding (one is "
             "under 30 characters, the other has no terms once stopwords are stripped); the *new words* rows send "
