@@ -180,14 +180,15 @@ def engine_calls(e5: E5Embedder) -> Iterator[list[list[str]]]:
         del model.query
 
 
-async def test_single_queries_arriving_together_are_embedded_in_batches_with_the_same_vectors(e5: E5Embedder) -> None:
+async def test_single_queries_waiting_together_are_embedded_in_batches_newest_first_with_the_same_vectors(e5: E5Embedder) -> None:
     texts = [unique(t) for t in ("back squat", "kettlebell swing", "rowing intervals", "תרגילי בטן", "приседания со штангой")]
     alone = [(await e5.embed([t], "query"))[0] for t in texts]
     with engine_calls(e5) as calls:
         together = await asyncio.gather(*(e5.embed([t], "query") for t in texts))
-    # Asked for in the same moment: batches of one text per engine thread, in the order asked.
-    width = os.cpu_count() or 1
-    assert calls == [texts[i:i + width] for i in range(0, len(texts), width)]
+    # Asked for in the same moment: batches of one text per engine thread, the newest first (under more
+    # queries than rag can embed, the oldest are the ones their callers are about to give up on).
+    width, newest = os.cpu_count() or 1, texts[::-1]
+    assert calls == [newest[i:i + width] for i in range(0, len(texts), width)]
     assert all(np.array_equal(a, b[0]) for a, b in zip(alone, together, strict=True))
 
 
@@ -201,4 +202,4 @@ async def test_a_query_whose_caller_gave_up_is_not_embedded_and_does_not_stop_th
     assert first[0].shape == third[0].shape == (E5_DIMENSIONS,)
     with pytest.raises(asyncio.CancelledError):
         await tasks[1]
-    assert [t for batch in calls for t in batch] == [texts[0], texts[2]]
+    assert [t for batch in calls for t in batch] == [texts[2], texts[0]]

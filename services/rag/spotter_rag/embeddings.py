@@ -20,6 +20,7 @@ import base64
 import hashlib
 import logging
 import os
+from collections import deque
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -31,7 +32,6 @@ import numpy as np
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-from spotter_shared.batches import Batches
 from spotter_shared.contracts.rag import E5_DIMENSIONS, E5_MODEL, VOYAGE_DIMENSIONS, VOYAGE_MODEL
 from spotter_shared.errors import ErrorCode, SpotterError
 
@@ -81,9 +81,11 @@ class E5Embedder:
     """multilingual-e5-small (4-bit) in process, two single-thread lanes (queries, passages).
 
     Single queries (ambient search, a tool's search: one per turn) that arrive while the query lane is
-    busy are embedded together when it is free, a batch of one text per engine thread (the engine then
-    runs each text on one thread instead of splitting it across them). A query whose caller gave up
-    meanwhile (ambient's wait for it ended) is left out: on a loaded rag, late work is shed."""
+    busy wait for it, and are then embedded together, one text per engine thread (the engine then runs
+    each text on one thread instead of splitting it across them), the newest first. A query whose
+    caller gave up meanwhile (ambient waits for its vector only so long) is left out. On a rag with
+    more queries than it can embed, that sheds the late ones and serves those still waited for: first
+    in, first out would make every query wait behind older ones about to be given up on."""
 
     model = E5_MODEL
     dimensions = E5_DIMENSIONS
@@ -96,7 +98,9 @@ class E5Embedder:
         self._models: dict[Kind, object] = {}
         # One text per engine thread: a larger batch makes its first caller wait for all of it (20 callers
         # here, batches of 16 against 2: 32 against 46 queries/s, p50 331 against 97 ms).
-        self._queries: Batches[_Query] = Batches(self._embed_queries, max_batch=max_query_batch or os.cpu_count() or 1)
+        self._width = max_query_batch or os.cpu_count() or 1
+        self._waiting: deque[_Query] = deque()
+        self._embedding: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
         """Load a model handle per lane and warm each up (the first call pays page faults)."""
@@ -112,7 +116,9 @@ class E5Embedder:
             await self.start()
         if kind == "query" and len(texts) == 1:
             query = _Query(texts[0], asyncio.get_running_loop().create_future())
-            self._queries.add("query", query)
+            self._waiting.append(query)
+            if self._embedding is None:
+                self._embedding = asyncio.create_task(self._embed_waiting())
             return [await query.vector]
         model = self._models[kind]
         lane = self._lanes[kind]
@@ -121,10 +127,24 @@ class E5Embedder:
         out = await asyncio.get_running_loop().run_in_executor(lane, encode, batch)
         return list(normalise(np.atleast_2d(out)))
 
+    async def _embed_waiting(self) -> None:
+        # No await between finding nothing waiting and leaving: a query added meanwhile finds no task
+        # and starts one.
+        try:
+            while batch := self._newest():
+                await self._embed_queries(batch)
+        finally:
+            self._embedding = None
+
+    def _newest(self) -> list[_Query]:
+        batch: list[_Query] = []
+        while self._waiting and len(batch) < self._width:
+            query = self._waiting.pop()
+            if not query.vector.done():  # a caller that gave up is not embedded
+                batch.append(query)
+        return batch
+
     async def _embed_queries(self, batch: list[_Query]) -> None:
-        batch = [q for q in batch if not q.vector.done()]  # a caller that gave up is not embedded
-        if not batch:
-            return
         try:
             out = await asyncio.get_running_loop().run_in_executor(
                 self._lanes["query"], self._models["query"].query, [q.text for q in batch])  # type: ignore[attr-defined]
