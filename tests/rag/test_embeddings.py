@@ -163,43 +163,49 @@ async def test_voyage_unreachable_is_typed() -> None:
 
 
 @contextlib.contextmanager
-def engine_calls(e5: E5Embedder) -> Iterator[list[list[str]]]:
-    """The batches the query lane's engine is asked to embed, while the block runs."""
-    model = e5._models["query"]
-    calls: list[list[str]] = []
-    real = model.query
+def engine_calls(e5: E5Embedder) -> Iterator[list[tuple[list[str], int]]]:
+    """What the query lanes ask the engine, in order: the texts and the engine threads for them."""
+    calls: list[tuple[list[str], int]] = []
+    lanes = e5._query_lanes
+    for lane in lanes:
+        real = lane._encode
 
-    def counting(batch: list[str]) -> np.ndarray:
-        calls.append(list(batch))
-        return real(batch)
+        def counting(kind: str, texts: list[str], threads: int, real=real) -> np.ndarray:
+            calls.append((list(texts), threads))
+            return real(kind, texts, threads)
 
-    model.query = counting
+        lane._encode = counting
     try:
         yield calls
     finally:
-        del model.query
+        for lane in lanes:
+            del lane._encode
 
 
-async def test_single_queries_waiting_together_are_embedded_in_batches_newest_first_with_the_same_vectors(e5: E5Embedder) -> None:
+async def test_queries_asked_together_run_a_lane_each_newest_first_with_the_same_vectors(e5: E5Embedder) -> None:
     texts = [unique(t) for t in ("back squat", "kettlebell swing", "rowing intervals", "תרגילי בטן", "приседания со штангой")]
     alone = [(await e5.embed([t], "query"))[0] for t in texts]
+    cores, lanes = os.cpu_count() or 1, len(e5._query_lanes)
     with engine_calls(e5) as calls:
         together = await asyncio.gather(*(e5.embed([t], "query") for t in texts))
-    # Asked for in the same moment: batches of one text per engine thread, the newest first (under more
-    # queries than rag can embed, the oldest are the ones their callers are about to give up on).
-    width, newest = os.cpu_count() or 1, texts[::-1]
-    assert calls == [newest[i:i + width] for i in range(0, len(texts), width)]
     assert all(np.array_equal(a, b[0]) for a, b in zip(alone, together, strict=True))
+    # One text per call, each embedded once. The first found every lane free: all the engine's threads.
+    # The others ran beside it, one thread each; the ones that waited for a lane went newest first, so
+    # the oldest of them came last.
+    assert sorted(t for batch, _ in calls for t in batch) == sorted(texts) and all(len(b) == 1 for b, _ in calls)
+    assert calls[0] == ([texts[0]], cores) and all(threads == 1 for _, threads in calls[1:])
+    assert lanes == cores and calls[-1][0] == [texts[lanes]]
 
 
 async def test_a_query_whose_caller_gave_up_is_not_embedded_and_does_not_stop_the_others(e5: E5Embedder) -> None:
-    texts = [unique("deadlift"), unique("box jump"), unique("pull-up")]
+    lanes = len(e5._query_lanes)
+    texts = [unique(f"deadlift {i}") for i in range(lanes + 2)]
     with engine_calls(e5) as calls:
         tasks = [asyncio.create_task(e5.embed([t], "query")) for t in texts]
-        await asyncio.sleep(0)  # all three are asked for; the engine has not started on any
-        tasks[1].cancel()
-        first, third = await tasks[0], await tasks[2]
-    assert first[0].shape == third[0].shape == (E5_DIMENSIONS,)
+        await asyncio.sleep(0)  # all are asked for: one per lane is being embedded, two wait
+        tasks[lanes].cancel()
+        results = [await t for i, t in enumerate(tasks) if i != lanes]
+    assert all(r[0].shape == (E5_DIMENSIONS,) for r in results)
     with pytest.raises(asyncio.CancelledError):
-        await tasks[1]
-    assert [t for batch in calls for t in batch] == [texts[2], texts[0]]
+        await tasks[lanes]
+    assert sorted(t for batch, _ in calls for t in batch) == sorted(texts[:lanes] + texts[lanes + 1:])

