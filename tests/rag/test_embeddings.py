@@ -36,28 +36,40 @@ async def test_e5_vectors_are_normalised_and_query_differs_from_passage(e5: E5Em
     assert await e5.embed([], "query") == []
 
 
-async def test_memo_answers_from_redis_then_from_ai_cache(e5: E5Embedder, pool: asyncpg.Pool, binary_redis: Redis) -> None:
+async def test_memo_answers_a_passage_from_redis_then_from_ai_cache(e5: E5Embedder, pool: asyncpg.Pool, binary_redis: Redis) -> None:
     counting = Counting(e5)
     memo = MemoEmbedder(counting, pool, binary_redis)
-    text = unique("find a squat variation")
+    text = unique("Goblet Squat: a squat holding one dumbbell at the chest")
 
-    first = await memo.embed([text], "query")
+    first = await memo.embed([text], "passage")
     assert counting.texts == [text]
-    digest = input_hash("query", text)
+    digest = input_hash("passage", text)
     row = await pool.fetchrow("SELECT operation, result FROM ai_cache WHERE model = $1 AND input_hash = $2", E5_MODEL, digest)
-    assert row["operation"] == "embed.query"
+    assert row["operation"] == "embed.passage"
     assert np.array_equal(np.frombuffer(base64.b64decode(row["result"]), dtype="<f4"), first[0])
     assert await binary_redis.get(memo.redis_key(digest)) == first[0].astype("<f4").tobytes()
 
     # Redis hit: the model is not asked.
-    assert np.array_equal((await memo.embed([text], "query"))[0], first[0])
+    assert np.array_equal((await memo.embed([text], "passage"))[0], first[0])
     assert counting.texts == [text]
 
     # Redis lost it (eviction, a new Redis): ai_cache answers and Redis is filled again.
     await binary_redis.delete(memo.redis_key(digest))
-    assert np.array_equal((await memo.embed([text], "query"))[0], first[0])
+    assert np.array_equal((await memo.embed([text], "passage"))[0], first[0])
     assert counting.texts == [text]
     assert await binary_redis.exists(memo.redis_key(digest))
+
+
+async def test_memo_keeps_a_query_in_redis_only(e5: E5Embedder, pool: asyncpg.Pool, binary_redis: Redis) -> None:
+    counting = Counting(e5)
+    memo = MemoEmbedder(counting, pool, binary_redis)
+    text = unique("find a squat variation")
+    first = await memo.embed([text], "query")
+    digest = input_hash("query", text)
+    assert await binary_redis.get(memo.redis_key(digest)) == first[0].astype("<f4").tobytes()
+    assert await pool.fetchval("SELECT count(*) FROM ai_cache WHERE input_hash = $1", digest) == 0
+    # Asked again: Redis answers.
+    assert np.array_equal((await memo.embed([text], "query"))[0], first[0]) and counting.texts == [text]
 
 
 async def test_memo_embeds_only_the_misses_in_one_batch(e5: E5Embedder, pool: asyncpg.Pool, binary_redis: Redis) -> None:

@@ -6,8 +6,8 @@
   passages (indexing), each with its own model handle, so a batch of 32 passages (~1 s here) never
   holds up a query (~20–40 ms).
 - `VoyageEmbedder`: voyage-multilingual-2 (1024 d) over HTTP, when `VOYAGE_API_KEY` is set.
-- `MemoEmbedder`: Redis (raw float32, TTL), then `ai_cache` (model, input hash, base64 float32),
-  then the provider for the misses only, in one batch; misses are written to both.
+- `MemoEmbedder`: Redis (raw float32, TTL), then for passages `ai_cache` (model, input hash, base64
+  float32), then the provider for the misses only, in one batch; misses are written to both.
 
 Vectors are float32 numpy arrays, L2-normalised, so cosine similarity is a dot product. Vectors of
 different models never mix: each document and memo entry names its model.
@@ -250,6 +250,8 @@ def _voyage_error(status: int) -> ErrorCode:
 # --- the memo -------------------------------------------------------------------------------------
 
 OPERATIONS: dict[Kind, str] = {"query": "embed.query", "passage": "embed.passage"}
+# The kinds memoised in `ai_cache` as well as Redis (MemoEmbedder).
+DB_KINDS: frozenset[Kind] = frozenset({"passage"})
 
 
 def input_hash(kind: Kind, text: str) -> str:
@@ -268,7 +270,12 @@ def from_bytes(raw: bytes, dimensions: int) -> np.ndarray | None:
 
 
 class MemoEmbedder:
-    """An Embedder that asks Redis, then `ai_cache`, and embeds only what neither had.
+    """An Embedder that asks Redis, then (passages only) `ai_cache`, and embeds only what neither had.
+
+    Queries are memoised in Redis alone: a query is one user message, asked again at once if at all
+    (a redelivered turn, a retry), and the database tier cost a fresh one two statements on its way to
+    the model call (~3 ms here) and a row per staff message kept for `db_ttl_days`. Passages (the
+    index, rebuilt in bulk) keep both tiers.
 
     `redis` must return bytes (decode_responses=False). A Redis failure degrades to the database
     and the provider; it never fails an embedding."""
@@ -295,7 +302,7 @@ class MemoEmbedder:
         unique = list(dict.fromkeys(digests))
         found = await self._from_redis(unique)
         missing = [d for d in unique if d not in found]
-        if missing:
+        if missing and kind in DB_KINDS:
             from_db = await self._from_db(missing)
             found.update(from_db)
             await self._to_redis(from_db)
@@ -304,7 +311,8 @@ class MemoEmbedder:
             by_digest = dict(zip(digests, texts))
             fresh = dict(zip(missing, await self.inner.embed([by_digest[d] for d in missing], kind)))
             found.update(fresh)
-            await self._to_db(fresh, kind)
+            if kind in DB_KINDS:
+                await self._to_db(fresh, kind)
             await self._to_redis(fresh)
         return [found[d] for d in digests]
 

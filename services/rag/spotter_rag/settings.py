@@ -22,7 +22,7 @@ class RagSettings(CommonSettings):
     voyage_url: str = "https://api.voyageai.com/v1/embeddings"
     voyage_timeout_s: float = Field(default=10.0, gt=0, le=120)
 
-    # Embedding memo: Redis in front (raw float32), ai_cache behind (base64), both expiring.
+    # Embedding memo: Redis in front (raw float32), ai_cache behind for passages (base64), both expiring.
     rag_embed_redis_ttl_s: int = Field(default=30 * 24 * 3600, ge=60, le=365 * 24 * 3600)
     rag_embed_db_ttl_days: int = Field(default=90, ge=1, le=3650)
 
