@@ -113,7 +113,6 @@ class E5Embedder:
     async def embed(self, texts: Sequence[str], kind: Kind) -> list[np.ndarray]:
         if not texts:
             return []
-        await self.start()
         if kind == "query" and len(texts) == 1:
             query = _Query(texts[0], asyncio.get_running_loop().create_future())
             self._waiting.append(query)
