@@ -18,7 +18,8 @@ import pytest
 from redis.asyncio import Redis
 
 from spotter_rag.embeddings import (
-    E5_DIMENSIONS, E5_MODEL, VOYAGE_DIMENSIONS, VOYAGE_MODEL, E5Embedder, MemoEmbedder, VoyageEmbedder, input_hash,
+    E5_DIMENSIONS, E5_MODEL, VOYAGE_DIMENSIONS, VOYAGE_MODEL, E5Embedder, MemoEmbedder, VoyageEmbedder, available_cpus,
+    input_hash,
 )
 from spotter_shared.errors import SpotterError
 from tests.rag.conftest import Counting
@@ -197,7 +198,7 @@ def engine_calls(e5: E5Embedder) -> Iterator[list[tuple[list[str], int]]]:
 async def test_queries_asked_together_run_a_lane_each_newest_first_with_the_same_vectors(e5: E5Embedder) -> None:
     texts = [unique(t) for t in ("back squat", "kettlebell swing", "rowing intervals", "תרגילי בטן", "приседания со штангой")]
     alone = [(await e5.embed([t], "query"))[0] for t in texts]
-    cores, lanes = os.cpu_count() or 1, len(e5._query_lanes)
+    cores, lanes = available_cpus(), len(e5._query_lanes)
     with engine_calls(e5) as calls:
         together = await asyncio.gather(*(e5.embed([t], "query") for t in texts))
     assert all(np.array_equal(a, b[0]) for a, b in zip(alone, together, strict=True))
@@ -221,3 +222,16 @@ async def test_a_query_whose_caller_gave_up_is_not_embedded_and_does_not_stop_th
     with pytest.raises(asyncio.CancelledError):
         await tasks[lanes]
     assert sorted(t for batch, _ in calls for t in batch) == sorted(texts[:lanes] + texts[lanes + 1:])
+
+
+@pytest.mark.parametrize(("cpu_max", "expected"), [
+    ("max 100000", None),          # no quota: the CPUs it may run on
+    ("50000 100000", 1),           # half a CPU (a pod's 500m limit): one, not the node's
+    ("150000 100000", 2),          # one and a half: rounded up
+    ("not a quota", None),         # unreadable: the affinity decides
+])
+def test_available_cpus_follow_the_cgroup_quota(tmp_path, cpu_max: str, expected: int | None) -> None:
+    (tmp_path / "cpu.max").write_text(cpu_max + "\n")
+    affinity = len(os.sched_getaffinity(0))
+    assert available_cpus(str(tmp_path)) == (min(affinity, expected) if expected is not None else affinity)
+    assert available_cpus(str(tmp_path / "absent")) == affinity

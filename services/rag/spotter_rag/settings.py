@@ -17,6 +17,10 @@ class RagSettings(CommonSettings):
     # pgvector HNSW ef_search (PITFALLS: recall@10 0.975 at 40 over 100k × 384).
     rag_hnsw_ef_search: int = Field(default=40, ge=10, le=1000)
 
+    # e5 lanes for queries, one model handle (~21 MB) each; 0: one per CPU this process may use (its
+    # cgroup's CPU quota, rounded up, or its CPU affinity).
+    rag_query_lanes: int = Field(default=0, ge=0, le=64)
+
     # Voyage voyage-multilingual-2 when a key is set (env VOYAGE_API_KEY); the bundled e5 otherwise.
     voyage_api_key: SecretStr | None = None
     voyage_url: str = "https://api.voyageai.com/v1/embeddings"
