@@ -82,8 +82,9 @@ def normalise(vectors: np.ndarray) -> np.ndarray:
 
 class E5Embedder:
     """multilingual-e5-small (4-bit) in process, on lanes of one thread each, every lane with its own
-    model handle: one lane per core for queries (a user is waiting) and one for passages (indexing, in
-    bulk, on every engine thread), so a batch of 32 passages (~1 s here) never holds up a query.
+    model handle: one lane per CPU the process may use for queries (a user is waiting) and one for
+    passages (indexing, in bulk, on every engine thread), so a batch of 32 passages (~1 s here) never
+    holds up a query.
 
     A query alone in flight runs on every engine thread (fastest for one: 28 against 39 ms here). With
     others in flight, each runs on one thread of its own lane: the engine's threads meet at a barrier
