@@ -157,6 +157,8 @@ def markdown(cells: list[dict[str, Any]], meta: dict[str, Any], *, for_readme: b
         parts += ["", "Full figures (absolute latencies, CPU per service): `bench/results/latest.md`."]
     if extra:
         parts += ["", *targets_section(cells, extra)]
+    if extra and extra.get("floor"):
+        parts += ["", *floor_section(extra["floor"])]
     if extra and extra.get("peer"):
         parts += ["", *peer_section(cells, extra["peer"])]
     if extra and extra.get("fanout"):
@@ -251,6 +253,24 @@ def targets_section(cells: list[dict[str, Any]], extra: dict[str, Any]) -> list[
         rows.append(f"| Spend exact (billing's answers = rate card = Postgres = Redis) | yes | "
                     f"{'yes' if s['spend']['exact'] else '**no**'} | {'yes' if s['spend']['exact'] else '**no**'} |")
     return rows + [""]
+
+
+def floor_section(result: dict[str, Any]) -> list[str]:
+    """Spotter against the floor (bench/floor.py): its guarantees with nothing else, on the same servers."""
+    import floor
+
+    return ["### Against the floor: the same guarantees and nothing else (`bench/floor.py`)", "",
+            floor.markdown(result), "",
+            f"Plain follow-ups at {result['concurrency']} conversations, {result['turns_per_path']} turns per path, rounds "
+            "alternating, every conversation opened by Spotter; CPU of each path's processes and of the servers they share "
+            "(the simulator left out). The floor is three bare processes (a bare ASGI app on uvicorn, a JetStream pull loop, "
+            "a NATS responder) on the same Postgres tables, NATS, Redis, simulator, libraries and event loop, doing only what "
+            "the guarantees need: the caller's membership and the conversation read, a rate-limit counter and the lease, the "
+            "command through JetStream, the turn row, the history, the user's message, a budget reservation, the model call, "
+            "every event stored before it is published (text in 100 ms windows, appends batched across conversations), the "
+            "reply, the settlement, `done` with the turn's status, the lease let go. It leaves out ambient search, the "
+            "pre-check, the org and session reads, recent activity, the lease's fence, redelivery bookkeeping, typed "
+            "errors, idempotency keys, the stream watchdog, logs, metrics and traces: a floor, not something to ship.", ""]
 
 
 def peer_section(cells: list[dict[str, Any]], peer: dict[str, Any]) -> list[str]:

@@ -477,6 +477,82 @@ class Floor:
         self.procs = {}
 
 
+SERVERS = ("nats", "postgres", "redis")
+
+
+async def measure_floor(p: Any, http: Any, gw: Any, workload: Any, request_body: dict[str, Any], user_id: str, *,
+                        rounds: int, turns_per_round: int, concurrency: int) -> dict[str, Any]:
+    """Plain follow-ups through Spotter and through the floor, rounds alternating (AB, BA, …) on the
+    same servers and simulator; every conversation opened by Spotter. CPU per turn of each path's
+    processes and the servers (the simulator left out)."""
+    from collections import Counter
+
+    from bench_clients import Conversations, Gateway, run_closed_loop
+    from bench_stats import Samples, cpu_delta, cpu_snapshot
+
+    floor = Floor(p.env, p.log_dir).start(request_body, p.token, user_id)
+    try:
+        fgw = Gateway(floor.url, gw.org_id, gw.token)
+        conversations = {"spotter": Conversations(), "floor": Conversations()}
+        opened = max(concurrency, -(-rounds * turns_per_round // 5))
+        for pool in conversations.values():
+            await run_closed_loop(lambda pool=pool: pool.open(http, gw, workload), opened, min(20, opened))
+        servers = {k: v for k, v in p.pids().items() if k in SERVERS}
+        paths = {
+            "spotter": (lambda: conversations["spotter"].turn(http, gw, workload), {k: v for k, v in p.pids().items() if k != "sim"}),
+            "floor": (lambda: conversations["floor"].turn(http, fgw, workload), {**floor.pids(), **servers}),
+        }
+        errors: list[tuple[str, str]] = []
+        for name, (turn, _) in paths.items():  # warm-up
+            results, _ = await run_closed_loop(turn, concurrency, concurrency)
+            errors += [(f"floor warm-up, {name}", r.error or "?") for r in results if not r.ok]
+        samples = {name: Samples() for name in paths}
+        cpu: dict[str, Counter[str]] = {name: Counter() for name in paths}
+        for rnd in range(rounds):
+            for name in (list(paths) if rnd % 2 == 0 else list(reversed(paths))):
+                turn, roots = paths[name]
+                before = cpu_snapshot(roots)
+                results, wall = await run_closed_loop(turn, turns_per_round, concurrency)
+                cpu[name].update(cpu_delta(before, cpu_snapshot(roots)))
+                samples[name].add_round(results, wall)
+                errors += [(f"floor round {rnd + 1}, {name}", r.error or "?") for r in results if not r.ok]
+            if floor.dead():
+                raise RuntimeError("floor process died: " + ", ".join(floor.dead()))
+        out: dict[str, Any] = {"concurrency": concurrency, "turns_per_path": rounds * turns_per_round, "errors": errors}
+        for name in paths:
+            n = max(1, len(samples[name].ok))
+            per_turn = {k: round(v * 1000 / n, 1) for k, v in sorted(cpu[name].items(), key=lambda kv: -kv[1])}
+            out[name] = {**samples[name].summary(), "cpu_ms_per_turn": per_turn, "cpu_ms_total": round(sum(per_turn.values()), 1)}
+        out["cpu_ratio"] = round(out["spotter"]["cpu_ms_total"] / max(out["floor"]["cpu_ms_total"], 0.1), 2)
+        return out
+    finally:
+        floor.close()
+
+
+# Spotter's processes beside the floor's that do their part (rag and the tool-runner have none in the floor).
+PAIRS = (("gateway", "floor-gateway"), ("orchestrator", "floor-worker"), ("billing", "floor-billing"), ("rag", None),
+         ("tool-runner", None), ("postgres", "postgres"), ("nats", "nats"), ("redis", "redis"))
+
+
+def markdown(result: dict[str, Any]) -> str:
+    s, f = result["spotter"], result["floor"]
+    sc, fc = s["cpu_ms_per_turn"], f["cpu_ms_per_turn"]
+
+    def ratio(a: float | None, b: float | None) -> str:
+        return "n/a" if not a or not b else f"{a / b:.2f}×"
+
+    rows = ["| | Spotter | floor | Spotter ÷ floor |", "|---|---:|---:|---:|",
+            f"| TTFT p50 | {s['ttft_p50_ms']:.0f} ms | {f['ttft_p50_ms']:.0f} ms | {ratio(s['ttft_p50_ms'], f['ttft_p50_ms'])} |",
+            f"| Turns/s | {s['turns_per_s']:.2f}/s | {f['turns_per_s']:.2f}/s | {ratio(s['turns_per_s'], f['turns_per_s'])} |",
+            f"| **CPU per turn, all processes and servers** | **{s['cpu_ms_total']:.1f} ms** | **{f['cpu_ms_total']:.1f} ms** | "
+            f"**{ratio(s['cpu_ms_total'], f['cpu_ms_total'])}** |"]
+    for ours, theirs in PAIRS:
+        a, b = sc.get(ours, 0.0), (fc.get(theirs, 0.0) if theirs else None)
+        rows.append(f"| {ours}{f' / {theirs}' if theirs and theirs != ours else ''} | {a:.1f} ms | "
+                    f"{'—' if b is None else f'{b:.1f} ms'} | {ratio(a, b) if b else '—'} |")
+    return "\n".join(rows)
+
+
 def main(argv: list[str]) -> int:
     if len(argv) != 1 or argv[0] not in ("gateway", "worker", "billing"):
         print(__doc__.strip().splitlines()[-1].strip(), file=sys.stderr)

@@ -54,6 +54,8 @@ import retrieval  # noqa: E402
 from peers import langgraph_peer  # noqa: E402
 import bench_fanout  # noqa: E402
 import bench_settle  # noqa: E402
+import floor  # noqa: E402
+from bench_platform import DEMO_EMAIL  # noqa: E402
 
 PLAIN = Workload(
     key="plain", title="plain text turn", message="hello there, how are you today?", model_calls=1,
@@ -346,6 +348,16 @@ async def run_bench(
                                   sum(c.rounds * c.turns_per_round for c in cells))
             for cell in cells:
                 out.append(await b.measure(cell))
+            if PLAIN_FOLLOW_UP.key in b.plans:
+                # The same plain follow-ups through the floor (bench/floor.py): Spotter's guarantees and nothing else.
+                t = time.perf_counter()
+                async with asyncpg.create_pool(p.env["DATABASE_URL"], min_size=1, max_size=1) as pool:
+                    user_id = str(await pool.fetchval("SELECT id FROM users WHERE email = $1", DEMO_EMAIL))
+                extra["floor"] = await floor.measure_floor(
+                    p, b.http, b.gw, PLAIN_FOLLOW_UP, b.plans[PLAIN_FOLLOW_UP.key].calls[0], user_id,
+                    rounds=2 if quick else 4, turns_per_round=20 if quick else 40, concurrency=20)
+                b.all_errors += [tuple(e) for e in extra["floor"]["errors"]]
+                say(f"floor in {time.perf_counter() - t:.1f}s: Spotter's CPU per plain follow-up {extra['floor']['cpu_ratio']}x the floor's")
             if peers:
                 # The peer on the same simulator, same workloads and turn counts, after Spotter's rounds
                 # (the simulator's scripts are global: nothing else may run meanwhile).
