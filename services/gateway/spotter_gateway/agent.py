@@ -213,36 +213,26 @@ async def send_message(
         command_id=admission.command_id, turn_id=admission.turn_id, conversation_id=admission.conversation_id,
         is_new=admission.is_new, actor=admission.actor, message=body.message, page_context=body.page_context, trace_id=trace,
     )
-    # A new conversation under an id drawn just now has nothing in its log before this command.
-    fresh = admission.is_new and admission.idempotency_key is None
-    return await start_turn(request, edges.send_message, command, admission.after, fresh=fresh)
+    return await start_turn(request, edges.send_message, command, admission.after)
 
 
-async def start_turn(request: Request, publisher: bus.Publisher, command: TurnCommand, after: int, *,
-                     fresh: bool = False) -> SseResponse:
-    """Publish a turn command (its lease is held) and stream its events until its `done`. The feed
-    is attached before publishing, so no event can be missed in between; the log after `after` is read
-    while the command is published (`fresh`: a log known to be empty is not read), and the turn, just
-    published, is known to run (its stream does not ask)."""
+async def start_turn(request: Request, publisher: bus.Publisher, command: TurnCommand, after: int) -> SseResponse:
+    """Publish a turn command (its lease is held) and stream its events until its `done`. The feed is
+    attached before publishing, so no event of the turn can be missed. The log after `after` (read
+    once the lease was held) is not read first: the turn before let go of the lease only once its
+    `done` was stored, so nothing is expected there, and an event that landed between that read and
+    the attach shows as a gap before the turn's first live event, which reads the log (as the
+    watchdog does for a feed that hears nothing). The turn, just published, is known to run (its
+    stream does not ask)."""
     feed = await open_feed(request, command.conversation_id)
-    read = None if fresh else asyncio.ensure_future(feed.read_after(after))
     try:
         await bus.publish_command(publisher, command)
     except Exception as exc:
-        if read is not None:
-            await asyncio.gather(read, return_exceptions=True)
         await feed.close()
         await request.app.state.turn_lock.release(command.conversation_id, command.turn_id)
         log.warning("could not publish %s: %s", type(command).__name__, exc)
         raise SpotterError(ErrorCode.INTERNAL, UNREACHABLE, status=503) from exc
-    known: list[LoggedEvent] | None = []
-    if read is not None:
-        try:
-            known = await read
-        except Exception as exc:  # noqa: BLE001 — the stream reads the log itself, as it always did
-            log.warning("could not read the log of %s ahead of its stream: %r", command.conversation_id, exc)
-            known = None
-    return feed_response(feed, _turn_events(request, feed, command.turn_id, after, known=known, running=True))
+    return feed_response(feed, _turn_events(request, feed, command.turn_id, after, known=[], running=True))
 
 
 async def open_feed(request: Request, conversation_id: str) -> EventFeed:
