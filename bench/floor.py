@@ -63,9 +63,13 @@ async def connect_nats():
     return await nats.connect(env("NATS_URL"), max_reconnect_attempts=-1)
 
 
+async def _keep_session(conn: Any) -> None:
+    """No reset round trip when a connection goes back to the pool (as Spotter's pools)."""
+
+
 async def create_pool():
     import asyncpg
-    return await asyncpg.create_pool(env("DATABASE_URL"), min_size=2, max_size=10)
+    return await asyncpg.create_pool(env("DATABASE_URL"), min_size=2, max_size=10, reset=_keep_session)
 
 
 def create_redis():
@@ -241,19 +245,26 @@ class Worker:
                         "content-type": "application/json"}
 
     async def run(self) -> None:
-        await self.start()
-        await asyncio.gather(*(self._pull() for _ in range(WORKERS)))
-
-    async def _pull(self) -> None:
+        """One pull loop: a message is asked for only when a worker is free (as Spotter's pullers)."""
         from nats.errors import TimeoutError as NatsTimeout
+        await self.start()
+        free = asyncio.Semaphore(WORKERS)
+        running: set[asyncio.Task[None]] = set()
         while True:
+            await free.acquire()
             try:
                 msgs = await self.sub.fetch(1, timeout=5)
             except NatsTimeout:
+                free.release()
                 continue
             for msg in msgs:
-                await self.turn(json.loads(msg.data))
-                await msg.ack()
+                task = asyncio.create_task(self._handle(msg))
+                running.add(task)
+                task.add_done_callback(lambda t: (running.discard(t), free.release()))
+
+    async def _handle(self, msg: Any) -> None:
+        await self.turn(json.loads(msg.data))
+        await msg.ack()
 
     async def _write(self, batch: list[_Append]) -> None:
         try:

@@ -143,16 +143,22 @@ async def test_a_reply_its_usage_and_its_message_done_commit_together(pool: asyn
     message_id = str(uuid.uuid4())
     usage = TurnUsage(input_tokens=10, output_tokens=5, cache_read_tokens=3, cache_creation_tokens=2, cost_usd_micros=77)
     done = {"type": "message_done", "messageId": message_id, "stopReason": "end_turn"}
-    seq = await store.append_reply(cmd.conversation_id, cmd.turn_id, [{"type": "text", "text": "hello"}],
-                                   stop_reason="end_turn", usage=usage, model="claude-sonnet-5-5",
-                                   message_id=message_id, done=done)
-    assert seq == 2
+    stored = await store.append_reply(cmd.conversation_id, cmd.turn_id, [{"type": "text", "text": "hello"}],
+                                      stop_reason="end_turn", usage=usage, model="claude-sonnet-5-5",
+                                      message_id=message_id, done=done)
+    assert stored.seq == 2
     replay = await store.messages(cmd.conversation_id)
     assert [(m.id, m.role, m.stop_reason) for m in replay][-1] == (message_id, "assistant", "end_turn")
     turn = await store.turn(cmd.turn_id)
-    assert (turn.model_calls, turn.usage) == (1, usage)
+    assert (turn.model_calls, turn.usage, stored.turn_usage) == (1, usage, usage)
     assert await pool.fetchval("SELECT data FROM ai_conversation_events WHERE conversation_id = $1 AND seq = 2",
                                uuid.UUID(cmd.conversation_id)) == done
+    # A second call's reply comes back with the turn's usage over both calls: what its `done` reports.
+    second = await store.append_reply(cmd.conversation_id, cmd.turn_id, [{"type": "text", "text": "again"}],
+                                      stop_reason="end_turn", usage=usage, model="claude-sonnet-5-5",
+                                      message_id=str(uuid.uuid4()), done=done)
+    twice = TurnUsage(input_tokens=20, output_tokens=10, cache_read_tokens=6, cache_creation_tokens=4, cost_usd_micros=154)
+    assert (second.seq, second.turn_usage, (await store.turn(cmd.turn_id)).usage) == (3, twice, twice)
     # Nothing is half-written for a conversation that is not there.
     try:
         await store.append_reply(str(uuid.uuid4()), cmd.turn_id, [], stop_reason=None, usage=usage, model="m",
@@ -161,7 +167,7 @@ async def test_a_reply_its_usage_and_its_message_done_commit_together(pool: asyn
         pass
     else:
         raise AssertionError("a reply was appended to a missing conversation")
-    assert (await store.turn(cmd.turn_id)).model_calls == 1
+    assert (await store.turn(cmd.turn_id)).model_calls == 2
 
 
 async def test_a_cancelled_append_is_stored_before_its_caller_stops(pool: asyncpg.Pool) -> None:

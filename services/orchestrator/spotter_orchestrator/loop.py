@@ -48,6 +48,9 @@ class RunTools:
 @dataclass(frozen=True)
 class Finished:
     stop_reason: str | None
+    # The turn's usage as its last reply's statement left it (StoredReply); None when this attempt
+    # made no call, and the turn's `done` reads it.
+    usage: TurnUsage | None = None
 
 
 @dataclass(frozen=True)
@@ -193,18 +196,18 @@ class ModelLoop:
         # The message, the call's usage on the turn and its message_done: one statement, then published.
         message_id = str(uuid.uuid4())
         done = MessageDone(message_id=message_id, stop_reason=reply.stop_reason)
-        seq = await self._store.append_reply(
+        stored = await self._store.append_reply(
             ctx.conversation_id, ctx.turn_id, reply.content, stop_reason=reply.stop_reason, usage=usage,
             model=ctx.model, message_id=message_id, done=done.model_dump(mode="json", exclude_none=True),
         )
         history.append({"role": "assistant", "content": reply.content})
         ctx.emitter.mark()
-        await ctx.emitter.announce(done, seq)
+        await ctx.emitter.announce(done, stored.seq)
         calls = tool_calls(reply.content, ctx.specs)
         # Any tool_use must be answered, whatever the stop reason, or the next request is invalid.
         if calls:
             return RunTools(message_id=message_id, calls=calls)
-        return Finished(stop_reason=reply.stop_reason)
+        return Finished(stop_reason=reply.stop_reason, usage=stored.turn_usage)
 
     def _replayable(self, ctx: LoopContext, history: History) -> History:
         messages = merge_consecutive(history)

@@ -32,6 +32,12 @@ class TurnRecord:
 
 
 @dataclass(frozen=True)
+class StoredReply:
+    seq: int  # its message_done's
+    turn_usage: TurnUsage  # the turn's, this call's included (its row, as the statement left it)
+
+
+@dataclass(frozen=True)
 class OrgContext:
     id: str
     name: str
@@ -116,19 +122,22 @@ class Store:
         return _turn(row)
 
     async def append_reply(self, conversation_id: str, turn_id: str, content: Content, *, stop_reason: str | None,
-                           usage: TurnUsage, model: str, message_id: str, done: dict[str, Any]) -> int:
+                           usage: TurnUsage, model: str, message_id: str, done: dict[str, Any]) -> StoredReply:
         """A model call's reply in one statement: the assistant message, the call's usage added to the
-        turn (model_calls + 1), and its `message_done` event (`done`, whose number comes back). A crash
-        leaves all three or none, so a redelivered turn never sees the message without its usage."""
-        seq = await self.pool.fetchval(
+        turn (model_calls + 1), and its `message_done` event (`done`). A crash leaves all three or none,
+        so a redelivered turn never sees the message without its usage. Back come the event's number
+        and the turn's usage as the statement left it (its `done` needs no read of the turn after)."""
+        row = await self.pool.fetchrow(
             _APPEND_REPLY,
             uuid.UUID(message_id), uuid.UUID(conversation_id), content, preview_of(content), stop_reason,
             usage.input_tokens, usage.output_tokens, usage.cache_read_tokens, usage.cache_creation_tokens, model,
             uuid.UUID(turn_id), usage.cost_usd_micros, done,
         )
-        if seq is None:
+        if row is None:
             raise LookupError(f"conversation {conversation_id} does not exist")
-        return seq
+        if row["input_tokens"] is None:
+            raise LookupError(f"turn {turn_id} does not exist")
+        return StoredReply(seq=row["last_event_seq"], turn_usage=_usage(row))
 
     async def conversation_cost(self, conversation_id: str) -> int:
         """What the conversation's turns have cost so far, in USD micros (a pack's rules weigh it)."""
@@ -388,11 +397,12 @@ turn AS (
     UPDATE ai_turns SET input_tokens = input_tokens + $6, output_tokens = output_tokens + $7,
                         cache_read_tokens = cache_read_tokens + $8, cache_creation_tokens = cache_creation_tokens + $9,
                         cost_usd_micros = cost_usd_micros + $12, model_calls = model_calls + 1
-     WHERE id = $11 AND EXISTS (SELECT 1 FROM c)),
+     WHERE id = $11 AND EXISTS (SELECT 1 FROM c)
+ RETURNING input_tokens, output_tokens, cache_read_tokens, cache_creation_tokens, cost_usd_micros),
 event AS (
     INSERT INTO ai_conversation_events (conversation_id, seq, turn_id, type, data)
     SELECT $2, c.last_event_seq, $11, 'message_done', $13 FROM c)
-SELECT last_event_seq FROM c
+SELECT c.last_event_seq, turn.* FROM c LEFT JOIN turn ON true
 """
 
 # Store._append: the next position under the conversation's row lock, and the message with it.
@@ -472,9 +482,13 @@ def _turn(row: asyncpg.Record) -> TurnRecord:
         attempts=row["attempts"],
         model_calls=row["model_calls"],
         started_seq=row.get("started_seq"),
-        usage=TurnUsage(
-            input_tokens=row["input_tokens"], output_tokens=row["output_tokens"],
-            cache_read_tokens=row["cache_read_tokens"], cache_creation_tokens=row["cache_creation_tokens"],
-            cost_usd_micros=row["cost_usd_micros"],
-        ),
+        usage=_usage(row),
+    )
+
+
+def _usage(row: asyncpg.Record) -> TurnUsage:
+    return TurnUsage(
+        input_tokens=row["input_tokens"], output_tokens=row["output_tokens"],
+        cache_read_tokens=row["cache_read_tokens"], cache_creation_tokens=row["cache_creation_tokens"],
+        cost_usd_micros=row["cost_usd_micros"],
     )

@@ -263,9 +263,9 @@ class TurnRunner:
             log.error("turn %s lost its lease on conversation %s", meta.turn_id, meta.conversation_id)
 
     async def _finish(self, meta: TurnMeta, emitter: Emitter, outcome: Outcome, let_go: Callable[[], Awaitable[None]]) -> None:
-        usage = (await self._store.turn(meta.turn_id)).usage
         match outcome:
             case Finished():
+                usage = outcome.usage if outcome.usage is not None else (await self._store.turn(meta.turn_id)).usage
                 await emitter.finish(Done(conversation_id=meta.conversation_id, usage=usage), "completed", before_publish=let_go)
                 metrics.TURNS.labels("completed").inc()
                 # Both ratios: seed 000's read / (read + input) reads ~1.0 even when every call
@@ -282,6 +282,7 @@ class TurnRunner:
                 await emitter.finish(Done(conversation_id=meta.conversation_id, usage=TurnUsage()), "suspended", before_publish=let_go)
                 metrics.TURNS.labels("suspended").inc()
             case Failed(code=code, message=message):
+                usage = (await self._store.turn(meta.turn_id)).usage
                 await emitter.emit(ErrorEvent(code=code, message=message, trace_id=meta.trace_id))
                 status = "aborted" if code == ErrorCode.ABORTED else "failed"
                 await emitter.finish(Done(conversation_id=meta.conversation_id, usage=usage), status, code, before_publish=let_go)
