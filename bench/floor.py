@@ -325,9 +325,12 @@ class Worker:
         writes: list[asyncio.Task[None]] = []
         window: asyncio.TimerHandle | None = None
 
+        last = 0.0  # when text was last written: at most one write per window, the first delta at once (as Spotter)
+
         def flush() -> None:
-            nonlocal window
+            nonlocal window, last
             window = None
+            last = loop.time()
             if held:
                 chunk = "".join(held)
                 held.clear()
@@ -345,10 +348,12 @@ class Worker:
                     piece = event["delta"]["text"]
                     text.append(piece)
                     held.append(piece)
-                    if len(text) == 1:
-                        flush()  # the first delta goes out at once
+                    if loop.time() - last >= WINDOW_S:
+                        if window is not None:
+                            window.cancel()
+                        flush()
                     elif window is None:
-                        window = loop.call_later(WINDOW_S, flush)
+                        window = loop.call_later(last + WINDOW_S - loop.time(), flush)
                 elif kind == "message_start":
                     usage.update(event["message"].get("usage", {}))
                 elif kind == "message_delta":
