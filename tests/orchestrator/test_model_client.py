@@ -456,6 +456,19 @@ def test_the_body_is_encoded_once_and_the_catalog_json_reused() -> None:
     assert json.loads(encoder.encode(changed))["system"][0]["text"] == "other"
 
 
+def test_the_same_tools_list_is_found_by_identity() -> None:
+    """A catalog's tools are one list object while the catalog is cached (prompt.tool_params): its JSON is
+    found without building the per-item key. Shown by what the contract forbids: changed in place, the
+    same object still encodes as it was first seen."""
+    encoder = BodyEncoder()
+    tools = [dict(t) for t in TOOLS]
+    body = {**params(MODEL, "hi"), "tools": tools}
+    first = encoder.encode(body)
+    tools[0]["description"] = "changed in place"
+    assert encoder.encode(body) == first
+    assert b"changed in place" in encoder.encode({**body, "tools": [dict(t) for t in tools]})
+
+
 @pytest.mark.parametrize("tail", ["cut", "garbled", "stalled"])
 async def test_a_stream_that_breaks_after_it_started_is_unavailable_and_not_retried(
         tail: str, monkeypatch: pytest.MonkeyPatch) -> None:

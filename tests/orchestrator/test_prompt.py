@@ -137,3 +137,15 @@ def test_the_tail_marker_moves_without_touching_the_history() -> None:
     assert json.dumps(history) == before  # the stored history is unchanged
     assert out[0]["content"][0] is history[0]["content"][0]  # unmarked blocks are shared, not copied
     assert with_cached_tail([]) == [] and with_cached_tail([{"role": "user", "content": []}]) == [{"role": "user", "content": []}]
+
+
+def test_a_catalog_gives_the_same_tools_list_every_turn() -> None:
+    """One list per catalog object (the request encoder then finds its JSON by identity); another catalog
+    with the same tools is built anew, never served from the first."""
+    catalog = [spec("read__members_search"), spec("workouts__create")]
+    tools = tool_params(catalog)
+    assert tool_params(catalog) is tools
+    assert [t["name"] for t in tools] == ["read__members_search", "workouts__create"]
+    assert [t.get("cache_control") for t in tools] == [None, CACHE_1H]
+    other = [spec("read__members_search")]
+    assert tool_params(other) is not tools and [t["name"] for t in tool_params(other)] == ["read__members_search"]

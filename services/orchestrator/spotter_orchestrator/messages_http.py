@@ -227,6 +227,8 @@ class BodyEncoder:
     def __init__(self, size: int = 64) -> None:
         self._size = size
         self._cache: OrderedDict[tuple[Any, ...], tuple[Any, str]] = OrderedDict()
+        # The same list object again (a catalog's tools, prompt.tool_params): found without building its key.
+        self._by_id: dict[int, tuple[Any, str]] = {}
 
     def encode(self, params: dict[str, Any]) -> bytes:
         parts = []
@@ -239,6 +241,9 @@ class BodyEncoder:
         """The JSON of a tools list or system blocks, encoded once per distinct content."""
         if not isinstance(items, list):
             return _dumps(items)
+        same = self._by_id.get(id(items))
+        if same is not None and same[0] is items:
+            return same[1]
         try:
             key = tuple(tuple((k, v if isinstance(v, str) else id(v)) for k, v in item.items()) for item in items)
         except AttributeError:
@@ -246,11 +251,15 @@ class BodyEncoder:
         hit = self._cache.get(key)
         if hit is not None:
             self._cache.move_to_end(key)
-            return hit[1]
-        text = _dumps(items)
-        self._cache[key] = (items, text)
-        if len(self._cache) > self._size:
-            self._cache.popitem(last=False)
+            text = hit[1]
+        else:
+            text = _dumps(items)
+            self._cache[key] = (items, text)
+            if len(self._cache) > self._size:
+                self._cache.popitem(last=False)
+        if len(self._by_id) >= self._size:
+            self._by_id.clear()
+        self._by_id[id(items)] = (items, text)  # holds the list, so its id is not reused while it is here
         return text
 
 

@@ -138,10 +138,22 @@ def turn_context(org: OrgContext, actor: Actor, page: PageContext | None, ambien
 
 
 def tool_params(specs: list[ToolSpec]) -> list[ToolParam]:
+    """The request's tools for a catalog. A catalog is one list object while it is cached (Peers.tools),
+    so its tools are built once per catalog and are that same list every turn: the request encoder
+    then finds their JSON by identity (BodyEncoder). Neither may be mutated."""
+    hit = _TOOL_PARAMS.get(id(specs))
+    if hit is not None and hit[0] is specs:
+        return hit[1]
     tools: list[ToolParam] = [{"name": s.name, "description": s.summary, "input_schema": s.input_schema} for s in specs]
     if tools:
         tools[-1]["cache_control"] = CACHE_1H
+    if len(_TOOL_PARAMS) >= 64:
+        _TOOL_PARAMS.clear()  # bounded: a catalog past its TTL is not kept alive for ever
+    _TOOL_PARAMS[id(specs)] = (specs, tools)  # the entry holds the catalog, so its id is not reused meanwhile
     return tools
+
+
+_TOOL_PARAMS: dict[int, tuple[list[ToolSpec], list[ToolParam]]] = {}
 
 
 def with_cached_tail(messages: History) -> History:
