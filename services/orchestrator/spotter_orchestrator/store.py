@@ -34,7 +34,7 @@ class TurnRecord:
 @dataclass(frozen=True)
 class StoredReply:
     seq: int  # its message_done's
-    turn_usage: TurnUsage  # the turn's, this call's included (its row, as the statement left it)
+    turn_usage: TurnUsage | None  # the turn's, this call's included (its row as the statement left it); None without a row
 
 
 @dataclass(frozen=True)
@@ -135,9 +135,7 @@ class Store:
         )
         if row is None:
             raise LookupError(f"conversation {conversation_id} does not exist")
-        if row["input_tokens"] is None:
-            raise LookupError(f"turn {turn_id} does not exist")
-        return StoredReply(seq=row["last_event_seq"], turn_usage=_usage(row))
+        return StoredReply(seq=row["last_event_seq"], turn_usage=_usage(row) if row["input_tokens"] is not None else None)
 
     async def conversation_cost(self, conversation_id: str) -> int:
         """What the conversation's turns have cost so far, in USD micros (a pack's rules weigh it)."""
