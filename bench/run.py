@@ -43,7 +43,7 @@ import asyncpg  # noqa: E402
 import httpx  # noqa: E402
 
 from bench_clients import Conversations, DirectPlan, Gateway, Workload, direct_turn, gateway_turn, run_closed_loop  # noqa: E402
-from bench_platform import Platform, say  # noqa: E402
+from bench_platform import DEMO_EMAIL, Platform, say  # noqa: E402
 from bench_report import (  # noqa: E402
     context_section, detail_table, markdown, ratio_table, tools_section, update_readme, write_results,
 )
@@ -55,7 +55,6 @@ from peers import langgraph_peer  # noqa: E402
 import bench_fanout  # noqa: E402
 import bench_settle  # noqa: E402
 import floor  # noqa: E402
-from bench_platform import DEMO_EMAIL  # noqa: E402
 
 PLAIN = Workload(
     key="plain", title="plain text turn", message="hello there, how are you today?", model_calls=1,
