@@ -34,6 +34,8 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import socket
+import subprocess
 import sys
 import time
 import uuid
@@ -451,18 +453,16 @@ class Floor:
     url: str = ""
 
     def start(self, request_body: dict[str, Any], token: str, user_id: str) -> "Floor":
-        import subprocess
         from spotter_cli.devstack import find_free_port
         port = find_free_port()
         body = self.log_dir / "floor-request.json"
         body.write_text(json.dumps(request_body))
         env = {**self.env, "FLOOR_PORT": str(port), "FLOOR_TOKEN": token, "FLOOR_USER_ID": user_id, "FLOOR_REQUEST": str(body)}
         for role in ("billing", "worker", "gateway"):
-            out = open(self.log_dir / f"floor-{role}.log", "wb")
-            self.procs[role] = subprocess.Popen([sys.executable, __file__, role], env=env, stdout=out, stderr=subprocess.STDOUT)
+            with open(self.log_dir / f"floor-{role}.log", "wb") as out:
+                self.procs[role] = subprocess.Popen([sys.executable, __file__, role], env=env, stdout=out, stderr=subprocess.STDOUT)
         self.url = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + 60
-        import socket
         while True:
             if any(p.poll() is not None for p in self.procs.values()):
                 raise RuntimeError(f"a floor process exited at start; logs in {self.log_dir}")
