@@ -32,3 +32,15 @@ async def test_one_runner_per_turn_and_one_turn_per_conversation(redis: Redis) -
     await lock.release(conversation, turn, "b")
     assert await lock.holder(conversation) is None
     assert await lock.claim(conversation, other)
+
+
+async def test_a_runners_claim_also_reads_whether_its_turn_was_asked_to_stop(redis: Redis) -> None:
+    lock = TurnLock(redis, ttl_s=5)
+    conversation, turn, other = str(uuid.uuid4()), str(uuid.uuid4()), str(uuid.uuid4())
+    assert await lock.claim(conversation, turn)
+    assert await lock.run_checking_cancel(conversation, turn, "a") == (Run.OURS, False)
+    assert await lock.run_checking_cancel(conversation, turn, "b") == (Run.RUNNING_ELSEWHERE, False)
+    await lock.request_cancel(turn)
+    assert await lock.run_checking_cancel(conversation, turn, "a") == (Run.OURS, True)
+    assert await lock.run_checking_cancel(conversation, other, "c") == (Run.OTHER_TURN, False)
+    assert await lock.holder(conversation) == turn  # the same lease as `run` leaves it

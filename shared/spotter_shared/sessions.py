@@ -206,6 +206,41 @@ class SessionReader:
         return _Borrowed(conn) if conn is not None else self._pool.acquire()
 
 
+# A person's running human session, for a statement that reads it beside other things: `s` is the
+# sessions row, joined on its organization and user (the index allows one such row); RUNNING_COLUMNS
+# are what `running_session` reads of it.
+RUNNING_HUMAN = f"s.session_type = 'mixed' AND s.source = '{HUMAN_SOURCE}' AND s.status = 'running'"
+RUNNING_COLUMNS = """s.id AS session_id, s.task_id AS session_task_id, s.title AS session_title,
+    s.last_sequence AS session_last_sequence, s.started_at AS session_started_at, s.created_at AS session_created_at"""
+
+
+@dataclass(frozen=True)
+class RunningSession:
+    """What a turn reads of the caller's running human session (seed 004's <recent-activity>)."""
+
+    id: str
+    task_id: str | None
+    title: str | None
+    last_sequence: int
+    started_at: datetime | None
+    created_at: datetime
+
+    @classmethod
+    def of(cls, session: SessionRecord) -> RunningSession:
+        return cls(id=session.id, task_id=session.task_id, title=session.title, last_sequence=session.last_sequence,
+                   started_at=session.started_at, created_at=session.created_at)
+
+
+def running_session(row: asyncpg.Record) -> RunningSession | None:
+    """The RUNNING_COLUMNS of a row; None when the person has no running session."""
+    if row["session_id"] is None:
+        return None
+    task = row["session_task_id"]
+    return RunningSession(id=str(row["session_id"]), task_id=str(task) if task else None, title=row["session_title"],
+                          last_sequence=row["session_last_sequence"], started_at=row["session_started_at"],
+                          created_at=row["session_created_at"])
+
+
 async def running_human_session(reader: SessionReader, user_id: str, *,
                                 conn: asyncpg.Connection | None = None) -> SessionRecord | None:
     """The person's running human session in the reader's organization (the index allows one)."""
@@ -213,10 +248,9 @@ async def running_human_session(reader: SessionReader, user_id: str, *,
         raise ValueError("human sessions are mixed sessions")
     async with reader._connection(conn) as c:
         row = await c.fetchrow(
-            f"""SELECT {SESSION_COLUMNS} FROM sessions
-                 WHERE organization_id = $1 AND session_type = 'mixed' AND user_id = $2 AND source = $3
-                   AND status = 'running'""",
-            uuid.UUID(reader.organization_id), as_uuid(user_id), HUMAN_SOURCE,
+            f"""SELECT {SESSION_COLUMNS} FROM sessions s
+                 WHERE organization_id = $1 AND user_id = $2 AND {RUNNING_HUMAN}""",
+            uuid.UUID(reader.organization_id), as_uuid(user_id),
         )
     return session_record(row) if row else None
 

@@ -45,6 +45,10 @@ end
 return 0
 """
 
+# `_RUN` and whether the turn was asked to stop (KEYS[2], `request_cancel`'s key), in one round trip: a
+# first delivery takes its lease and learns of a cancel that came before it at once (`run_unless_cancelled`).
+_RUN_CHECKING_CANCEL = "local found = (function()" + _RUN + "end)()\nreturn {found, redis.call('EXISTS', KEYS[2])}\n"
+
 # A runner gives the lease back to the admission it took over (the bare turn id, its expiry kept), so a turn
 # that did not run here is redelivered to a lease as the gateway left it.
 _HAND_BACK = """
@@ -91,12 +95,18 @@ def lease_key(conversation_id: str) -> str:
     return f"spotter:turn-lock:{conversation_id}"
 
 
+def cancel_key(turn_id: str) -> str:
+    """Where a turn's stop request is remembered (`request_cancel`)."""
+    return f"spotter:turn-cancel:{turn_id}"
+
+
 class TurnLock:
     def __init__(self, redis: Redis, ttl_s: float) -> None:
         self._redis = redis
         self._ttl_ms = int(ttl_s * 1000)
         self._claim = redis.register_script(_CLAIM)
         self._run = redis.register_script(_RUN)
+        self._run_checking_cancel = redis.register_script(_RUN_CHECKING_CANCEL)
         self._release = redis.register_script(_RELEASE)
         self._hand_back = redis.register_script(_HAND_BACK)
 
@@ -112,6 +122,13 @@ class TurnLock:
     async def run(self, conversation_id: str, turn_id: str, runner: str) -> Run:
         """Take (or renew) the lease to run this turn as `runner`."""
         return Run(int(await self._run(keys=[lease_key(conversation_id)], args=[turn_id, self._ttl_ms, runner])))
+
+    async def run_checking_cancel(self, conversation_id: str, turn_id: str, runner: str) -> tuple[Run, bool]:
+        """`run`, and whether the turn was asked to stop (`request_cancel`) by the time it ran, in one
+        round trip."""
+        found, cancelled = await self._run_checking_cancel(keys=[lease_key(conversation_id), cancel_key(turn_id)],
+                                                           args=[turn_id, self._ttl_ms, runner])
+        return Run(int(found)), bool(cancelled)
 
     async def take(self, conversation_id: str, turn_id: str, runner: str, *, still_running: Callable[[], Awaitable[bool]],
                    poll_s: float) -> Run | None:
@@ -143,10 +160,10 @@ class TurnLock:
     async def request_cancel(self, turn_id: str) -> None:
         """Remembered for an hour, so a replica that picks the turn up later (after a crash, or
         a command still queued in JetStream) stops it too."""
-        await self._redis.set(f"spotter:turn-cancel:{turn_id}", "1", ex=3600)
+        await self._redis.set(cancel_key(turn_id), "1", ex=3600)
 
     async def cancel_requested(self, turn_id: str) -> bool:
-        return bool(await self._redis.exists(f"spotter:turn-cancel:{turn_id}"))
+        return bool(await self._redis.exists(cancel_key(turn_id)))
 
 
 class LeaseKeeper:

@@ -8,6 +8,10 @@ from typing import Any
 
 import asyncpg
 import httpx
+from redis.asyncio import Redis
+
+from spotter_gateway.agent import IDEMPOTENCY_NS
+from spotter_shared.turnlock import TurnLock
 
 from tests.factories import make_studio
 
@@ -290,6 +294,22 @@ async def test_cancel_a_running_turn_keeps_the_partial_message(http: httpx.Async
     idle = await http.post(f"{base(studio, str(cid))}/cancel", headers=auth(studio.owner.user_id))
     assert idle.json()["status"] == "idle"
     assert_requests_valid(await sim.requests())
+
+
+async def test_a_stop_asked_for_before_the_turn_runs_stops_it_before_its_model_call(
+        http: httpx.AsyncClient, pool: asyncpg.Pool, redis: Redis, sim: Sim) -> None:
+    """The stop is stored before the command is taken (a cancel that raced the send): the runner's claim
+    reads it, and the turn ends aborted with nothing asked of the model."""
+    studio = await make_studio(pool)
+    key = str(uuid.uuid4())
+    turn_id = str(uuid.uuid5(IDEMPOTENCY_NS, f"{studio.owner.user_id}:{key}"))
+    await TurnLock(redis, ttl_s=30).request_cancel(turn_id)
+    asked = len(await sim.requests())
+    stream = await sse(http, "POST", f"/organizations/{studio.org.id}/agent/messages", json={"message": "stop me first"},
+                       headers={**auth(studio.owner.user_id), "Idempotency-Key": key})
+    assert stream.types()[-2:] == ["error", "done"] and stream.of("error")[0]["code"] == "aborted"
+    assert await pool.fetchval("SELECT status::text FROM ai_turns WHERE id = $1", uuid.UUID(turn_id)) == "aborted"
+    assert not [r for r in (await sim.requests())[asked:] if "stop me first" in str(r.get("body"))]
 
 
 async def test_cancel_a_suspended_conversation(http: httpx.AsyncClient, pool: asyncpg.Pool, sim: Sim) -> None:

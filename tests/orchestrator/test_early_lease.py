@@ -45,3 +45,15 @@ async def test_an_early_lease_never_takes_another_turns_conversation(redis: Redi
     assert await early.result() is Run.OTHER_TURN  # the turn then asks take(), which answers the same
     await early.undo()
     assert await lock.holder(conversation) == other
+
+
+async def test_an_early_lease_tells_a_stop_asked_for_before_it(redis: Redis) -> None:
+    lock = TurnLock(redis, ttl_s=5)
+    conversation, turn = str(uuid.uuid4()), str(uuid.uuid4())
+    assert await lock.claim(conversation, turn)
+    await lock.request_cancel(turn)
+    early = EarlyLease(lock, conversation, turn)
+    assert await early.result() is Run.OURS and early.cancelled
+    calm = EarlyLease(lock, other := str(uuid.uuid4()), str(uuid.uuid4()))
+    assert await calm.result() is Run.OURS and not calm.cancelled
+    await lock.release(other, "", None)

@@ -13,12 +13,13 @@ import asyncpg
 import pytest
 from pydantic import ValidationError
 
-from spotter_orchestrator.activity import recent_activity
+from spotter_orchestrator.activity import recent_activity, session_activity
 from spotter_orchestrator.human import HumanBridge, abandon_idle_sessions, entity_of
 from spotter_orchestrator.prompt import CACHE_5M, with_cached_tail, with_recent_activity
+from spotter_orchestrator.store import Store
 from spotter_shared.contracts.sessions import RecordHumanEvents, StartHumanSession, StopHumanSession
 from spotter_shared.errors import ErrorCode, SpotterError
-from spotter_shared.sessions import SessionReader
+from spotter_shared.sessions import RunningSession, SessionReader
 from tests.factories import actor_of, make_studio, make_task
 
 
@@ -232,6 +233,13 @@ async def test_the_recent_activity_block_names_entities_keeps_one_line_per_visit
     assert "no longer exists" in events[3]  # a program that is gone (the navigate's derived view)
     assert f"navigate /members/{dana} (**Dana Levi** (member, id {dana}))" in events[-1]  # a revisit: no second view
     assert len(events) == 5
+    # A turn reads the caller's running session with the org, in one statement, and renders the same block.
+    store = Store(pool)
+    org = await store.org_context(studio.org.id, studio.coach.user_id)
+    assert org.caller_session == RunningSession.of((await bridge.start(_start(coach, task))).session)
+    assert org.caller_session.id == session.id and org.caller_session.task_id == task
+    assert await session_activity(pool, studio.org.id, org.caller_session, "UTC", t0 + timedelta(minutes=3)) == block
+    assert (await store.org_context(studio.org.id, studio.owner.user_id)).caller_session is None  # not working on a task
 
 
 def test_the_block_goes_after_the_last_cache_breakpoint_and_is_never_part_of_the_history() -> None:

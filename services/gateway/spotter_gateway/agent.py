@@ -41,7 +41,7 @@ router = APIRouter(prefix="/organizations/{orgId}/agent")
 
 
 # Idempotency-Key → deterministic turn/conversation ids, so a retried POST re-attaches.
-_IDEMPOTENCY_NS = uuid.UUID("8d6f6c1e-5a0e-4c53-9d0c-7b1f3f2b8e11")
+IDEMPOTENCY_NS = uuid.UUID("8d6f6c1e-5a0e-4c53-9d0c-7b1f3f2b8e11")
 
 
 class SendBody(BaseModel):
@@ -155,7 +155,7 @@ async def send_admission(
     state = request.app.state
     org_uuid = await org_uuid_of(request, state.pool, user_id, org_id)
     command_id = idempotency_key or str(uuid.uuid4())
-    turn_id = str(uuid.uuid5(_IDEMPOTENCY_NS, f"{user_id}:{command_id}"))
+    turn_id = str(uuid.uuid5(IDEMPOTENCY_NS, f"{user_id}:{command_id}"))
     row = await state.pool.fetchrow(_SEND, user_id, org_uuid, body.conversation_id,
                                     uuid.UUID(turn_id) if idempotency_key else None)
     actor = require_staff(member_actor(request, row, org_uuid))
@@ -166,7 +166,7 @@ async def send_admission(
         conversation_id = str(row["conversation_id"]) if row["conversation_id"] is not None else None
         is_new, after = False, row["last_event_seq"] or 0
     else:
-        conversation_id = str(uuid.uuid5(_IDEMPOTENCY_NS, f"conversation:{turn_id}")) if idempotency_key else str(uuid.uuid4())
+        conversation_id = str(uuid.uuid5(IDEMPOTENCY_NS, f"conversation:{turn_id}")) if idempotency_key else str(uuid.uuid4())
         is_new, after = True, 0
     # A retried POST with the same Idempotency-Key: that turn is replayed instead of starting one. Without
     # a key the command id was just drawn, so there is no such turn (the statement did not look).

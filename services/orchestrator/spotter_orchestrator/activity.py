@@ -13,14 +13,13 @@ import html
 import re
 import uuid
 from collections import defaultdict
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
 
 import asyncpg
 
-from spotter_shared.sessions import SessionEvent, SessionReader, running_human_session, task_ref
+from spotter_shared.sessions import RunningSession, SessionEvent, SessionReader, running_human_session, task_ref
 
 from .human import entity_of
 
@@ -60,18 +59,21 @@ class Line:
     text: str
 
 
-async def recent_activity(pool: asyncpg.Pool, organization_id: str, user_id: str,
-                          timezone: str | Callable[[], Awaitable[str]], now: datetime, *,
+async def recent_activity(pool: asyncpg.Pool, organization_id: str, user_id: str, timezone: str, now: datetime, *,
                           limit: int = RECENT_EVENTS) -> str | None:
-    """The block for this person in this studio, or None when they are not working on a task. The
-    studio's timezone may still be on its way (the turn reads it beside this): it is asked for only
-    once there is a session to describe."""
-    reader = SessionReader(pool, organization_id, "mixed")
-    session = await running_human_session(reader, user_id)
+    """The block for this person in this studio, or None when they are not working on a task."""
+    session = await running_human_session(SessionReader(pool, organization_id, "mixed"), user_id)
+    running = RunningSession.of(session) if session is not None else None
+    return await session_activity(pool, organization_id, running, timezone, now, limit=limit)
+
+
+async def session_activity(pool: asyncpg.Pool, organization_id: str, session: RunningSession | None, timezone: str,
+                           now: datetime, *, limit: int = RECENT_EVENTS) -> str | None:
+    """The block from the person's running human session, already read (a turn reads it with the org:
+    Store.org_context); None when there is none or it is not about a task."""
     if session is None or session.task_id is None:
         return None
-    if not isinstance(timezone, str):
-        timezone = await timezone()
+    reader = SessionReader(pool, organization_id, "mixed")
     task = await task_ref(pool, organization_id, session.task_id)
     tail = await reader.events(session.id, after_sequence=max(0, session.last_sequence - 3 * limit),
                                event_types=("human.navigate", "human.entity_view", "human.marker", "human.task_switch"),

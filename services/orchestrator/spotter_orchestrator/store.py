@@ -15,6 +15,7 @@ import asyncpg
 from spotter_shared.batches import Batches
 from spotter_shared.contracts.commands import SendMessage
 from spotter_shared.contracts.events import TurnUsage
+from spotter_shared.sessions import RUNNING_COLUMNS, RUNNING_HUMAN, RunningSession, running_session
 
 from .calls import Content
 
@@ -47,6 +48,9 @@ class OrgContext:
     agent_enabled: bool
     caller_name: str
     caller_email: str
+    # The caller's running human session in this studio (seed 004), read with the org: its
+    # <recent-activity> block is rendered from it.
+    caller_session: RunningSession | None = None
 
 
 @dataclass(frozen=True)
@@ -151,15 +155,12 @@ class Store:
         )
 
     async def org_context(self, org_id: str, user_id: str) -> OrgContext:
-        row = await self.pool.fetchrow(
-            """SELECT o.id, o.name, o.tier::text AS tier, o.locale, o.timezone, o.agent_enabled,
-                      u.full_name, u.email
-               FROM organizations o, users u WHERE o.id = $1 AND u.id = $2""",
-            uuid.UUID(org_id), uuid.UUID(user_id),
-        )
+        """The org and the caller, with the caller's running human session (one statement)."""
+        row = await self.pool.fetchrow(_ORG_CONTEXT, uuid.UUID(org_id), uuid.UUID(user_id))
         return OrgContext(
             id=str(row["id"]), name=row["name"], tier=row["tier"], locale=row["locale"], timezone=row["timezone"],
             agent_enabled=row["agent_enabled"], caller_name=row["full_name"], caller_email=row["email"],
+            caller_session=running_session(row),
         )
 
     async def messages(self, conversation_id: str) -> list[StoredMessage]:
@@ -329,6 +330,12 @@ class Store:
 
 
 _COLUMNS = "id, role::text AS role, content, turn_id, stop_reason, page_context, position"
+
+_ORG_CONTEXT = f"""
+SELECT o.id, o.name, o.tier::text AS tier, o.locale, o.timezone, o.agent_enabled, u.full_name, u.email, {RUNNING_COLUMNS}
+  FROM organizations o CROSS JOIN users u
+  LEFT JOIN sessions s ON s.organization_id = o.id AND s.user_id = u.id AND {RUNNING_HUMAN}
+ WHERE o.id = $1 AND u.id = $2"""
 
 # Store._write_log: a batch of log appends. Each conversation's row is locked in id order (two
 # replicas' batches never wait on each other in a cycle) and its counter bumped by its count; its

@@ -30,7 +30,7 @@ from spotter_shared.errors import ErrorCode, RemoteError, SpotterError
 from spotter_shared.observability import Endpoint, ReplayViolation, TurnCompleted, TurnFailed, TurnStarted
 from spotter_shared.turnlock import LeaseKeeper, Run, TurnLock
 
-from .activity import recent_activity
+from .activity import session_activity
 from .admission import Refused, Resolution, Verdict, admitted, command_turn_id, judge, resolution_of
 from .calls import History, ToolCall, tool_calls
 from .emitter import Emitter
@@ -102,6 +102,9 @@ class TurnRunner:
         self._loop = ModelLoop(store, peers, model)
         self._summaries = Summaries(settings, store, peers, model)
         self._running: dict[str, asyncio.Task[Outcome]] = {}
+        # First deliveries between their lease's claim (which also read whether a stop was asked for) and
+        # their task's start: a stop broadcast heard meanwhile is kept here (True) for the task to honour.
+        self._starting: dict[str, bool] = {}
         # Turns run at once by this replica, whatever their command; deliveries beyond it wait here
         # with their in-progress heartbeat going, so JetStream does not hand them to another replica.
         self.slots = asyncio.Semaphore(settings.spotter_turn_concurrency)
@@ -122,7 +125,11 @@ class TurnRunner:
         # redelivery reads once the lease is its own, after a dead attempt's writes).
         reads = FirstReads.start(self._store, self._recent_activity, cmd) if delivery.attempt == 1 else None
         # And its lease: the gateway claimed it for this very turn, so taking it need not wait for begin_turn.
-        early = EarlyLease(self._lock, cmd.conversation_id, cmd.turn_id) if delivery.attempt == 1 else None
+        early = None
+        if delivery.attempt == 1:
+            # Listening for a stop before the claim reads whether one was asked for: none slips between.
+            self._starting[cmd.turn_id] = False
+            early = EarlyLease(self._lock, cmd.conversation_id, cmd.turn_id)
         try:
             started = ConversationStarted(conversation_id=cmd.conversation_id) if cmd.is_new else None
             turn = await self._store.begin_turn(cmd, self._settings.spotter_model,
@@ -131,6 +138,7 @@ class TurnRunner:
                                        lambda emitter, t: self._run_send(cmd, t, emitter, delivery, asked, reads),
                                        early=early)
         finally:
+            self._starting.pop(cmd.turn_id, None)
             if early is not None:
                 await early.undo()
             if asked is not None:
@@ -171,6 +179,9 @@ class TurnRunner:
     def cancel_running(self, turn_id: str) -> bool:
         """Stop a turn this replica is running (the broadcast reaches every replica)."""
         task = self._running.get(turn_id)
+        if task is None and turn_id in self._starting:
+            self._starting[turn_id] = True  # its task is about to start: it stops at once
+            return True
         if task is None or task.done():
             return False
         task.cancel()
@@ -193,6 +204,8 @@ class TurnRunner:
             return await self._store.turn_status(meta.turn_id) == "running"
 
         found = await early.result() if early is not None else None
+        # The early claim also read whether a stop was asked for; any other way in asks once the task runs.
+        stop_asked = early.cancelled if found is Run.OURS and early is not None else None
         # A second copy of a turn another runner holds (two runners would both write) waits in take().
         match found if found is Run.OURS else await self._lock.take(
                 meta.conversation_id, meta.turn_id, runner, still_running=still_running, poll_s=self._wait_s):
@@ -223,19 +236,24 @@ class TurnRunner:
             released = True
 
         try:
-            outcome = await self._outcome(meta, turn, delivery, emitter, body)
+            outcome = await self._outcome(meta, turn, delivery, emitter, body, stop_asked)
             await self._finish(meta, emitter, outcome, let_go)
         finally:
             await let_go()
         return outcome
 
-    async def _outcome(self, meta: TurnMeta, turn: TurnRecord, delivery: Delivery, emitter: Emitter, body: Body) -> Outcome:
+    async def _outcome(self, meta: TurnMeta, turn: TurnRecord, delivery: Delivery, emitter: Emitter, body: Body,
+                       stop_asked: bool | None = None) -> Outcome:
+        """`stop_asked`: whether a stop was stored before this delivery listened for the broadcast (None: ask)."""
         if delivery.attempt > self._settings.spotter_max_deliveries:
             return Failed(ErrorCode.INTERNAL, "The turn could not be completed.")
         task = asyncio.create_task(body(emitter, turn))
         self._running[meta.turn_id] = task
-        # Registered first, then checked: a cancel broadcast can't slip between the two.
-        if await self._lock.cancel_requested(meta.turn_id):
+        # Registered first, then checked: a cancel broadcast can't slip between the two. A first delivery
+        # listened (`_starting`) before its claim read the stored request, so it need not ask again.
+        if stop_asked is None:
+            stop_asked = await self._lock.cancel_requested(meta.turn_id)
+        if stop_asked or self._starting.pop(meta.turn_id, False):
             task.cancel()
         try:
             return await task
@@ -544,7 +562,7 @@ class TurnRunner:
         org = org or await self._store.org_context(cmd.actor.organization_id, cmd.actor.user_id)
         specs = await self._peers.tools(cmd.actor, cmd.trace_id)
         seed = latest_turn_context(stored) if self._settings.spotter_prompt_layout == "seed" else None
-        recent = await (activity if activity is not None else self._recent_activity(cmd.actor, org.timezone))
+        recent = await (activity if activity is not None else self._recent_activity(cmd.actor, org))
         return LoopContext(
             conversation_id=cmd.conversation_id, turn_id=cmd.turn_id, trace_id=cmd.trace_id, actor=cmd.actor,
             model=self._settings.spotter_model, max_tokens=self._settings.spotter_max_tokens,
@@ -558,11 +576,14 @@ class TurnRunner:
         )
 
 
-    async def _recent_activity(self, actor: Actor, timezone: str | Callable[[], Awaitable[str]]) -> str | None:
-        """Context, not a precondition: a turn goes on without it if it cannot be read."""
+    async def _recent_activity(self, actor: Actor, org: OrgContext | Awaitable[OrgContext]) -> str | None:
+        """Context, not a precondition: a turn goes on without it if it cannot be read. The caller's session
+        comes with the org (`org` may still be on its way: the turn reads it beside this)."""
         try:
-            return await recent_activity(self._store.pool, actor.organization_id, actor.user_id, timezone,
-                                         datetime.now(UTC))
+            if not isinstance(org, OrgContext):
+                org = await org
+            return await session_activity(self._store.pool, actor.organization_id, org.caller_session, org.timezone,
+                                          datetime.now(UTC))
         except Exception:  # noqa: BLE001
             log.exception("recent activity for the turn could not be read; going on without it")
             return None
@@ -574,10 +595,6 @@ def _open_batch(stored: list[StoredMessage]) -> tuple[ToolCall, ...]:
     return tool_calls(last.content, {}) if last is not None and last.role == "assistant" else ()
 
 
-async def _timezone(org: Awaitable[OrgContext]) -> str:
-    return (await org).timezone
-
-
 async def _nothing_stored() -> list[StoredMessage]:
     return []
 
@@ -585,21 +602,21 @@ async def _nothing_stored() -> list[StoredMessage]:
 @dataclass(frozen=True)
 class FirstReads:
     """What a send reads before its model call, side by side: the org (with the caller), the replay
-    (none for a conversation this very turn creates) and the caller's recent activity (which needs
-    the org's timezone only when there is a session to describe)."""
+    (none for a conversation this very turn creates) and the caller's recent activity (from the running
+    session the org's statement reads; more statements only when there is a session to describe)."""
 
     org: asyncio.Future[OrgContext]
     stored: asyncio.Future[list[StoredMessage]]
     activity: asyncio.Future[str | None]
 
     @classmethod
-    def start(cls, store: Store, recent_activity: Callable[[Actor, Callable[[], Awaitable[str]]], Awaitable[str | None]],
+    def start(cls, store: Store, recent_activity: Callable[[Actor, Awaitable[OrgContext]], Awaitable[str | None]],
               cmd: SendMessage, *, new: bool | None = None) -> FirstReads:
         """`new`: whether the conversation is known to have no messages (by default: the turn creates it)."""
         org = asyncio.ensure_future(store.org_context(cmd.actor.organization_id, cmd.actor.user_id))
         fresh = cmd.is_new if new is None else new
         stored = asyncio.ensure_future(_nothing_stored() if fresh else store.messages(cmd.conversation_id))
-        activity = asyncio.ensure_future(recent_activity(cmd.actor, lambda: _timezone(org)))
+        activity = asyncio.ensure_future(recent_activity(cmd.actor, org))
         return cls(org=org, stored=stored, activity=activity)
 
     def drop(self) -> None:
@@ -614,24 +631,28 @@ class EarlyLease:
     """A first delivery's lease, asked for beside `begin_turn`. The turn takes the answer (`result`); a turn
     that does not run here (begin_turn failed, was stopped, or found the turn not running) hands a lease it
     got back to the gateway's admission (`undo`, a no-op once the answer was taken): the lease is then as it
-    would have been without the early take, and a redelivery takes it at once."""
+    would have been without the early take, and a redelivery takes it at once. The same round trip reads
+    whether the turn was asked to stop (`cancelled`); the turn listened for the stop broadcast before it."""
 
     def __init__(self, lock: TurnLock, conversation_id: str, turn_id: str) -> None:
         self.runner = uuid.uuid4().hex[:12]
         self._lock = lock
         self._conversation_id = conversation_id
         self._turn_id = turn_id
-        self._task = asyncio.create_task(lock.run(conversation_id, turn_id, self.runner))
+        self._task = asyncio.create_task(lock.run_checking_cancel(conversation_id, turn_id, self.runner))
         self._taken = False
+        # Whether the turn had been asked to stop when the claim ran (known once `result` answered).
+        self.cancelled = False
 
     async def result(self) -> Run | None:
         """The claim's answer; None when it failed (the turn then asks again)."""
         self._taken = True
         try:
-            return await self._task
+            found, self.cancelled = await self._task
         except Exception:  # noqa: BLE001 — Redis hiccup: take() asks again and reports its own failure
             log.warning("early lease for turn %s failed", self._turn_id, exc_info=True)
             return None
+        return found
 
     async def undo(self) -> None:
         if self._taken:
