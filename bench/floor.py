@@ -13,8 +13,8 @@ no pydantic contracts, no settings, no logging, no metrics, no traces.
 - **worker** (the orchestrator's part): the command pulled from a durable JetStream consumer; the turn
   row and the history read side by side; the user's message written while billing reserves the call's
   budget (a NATS request); the model called over aiohttp and its SSE parsed by hand; text stored, then
-  published, in 100 ms windows (the first delta at once), every conversation's appends that arrive
-  together in one statement (Spotter's `Batches`, the one piece of Spotter it uses); the reply and its
+  published, in 100 ms windows that end at the same moments for every turn (the first delta at once),
+  every conversation's appends that arrive together in one statement (Spotter's `Batches`, the one piece of Spotter it uses); the reply and its
   `message_done` in one statement; billing settles (a NATS request); `done` and the turn's status in
   one statement; the lease let go; the command acked.
 - **billing**: reserve (one Redis script: spent + holds + the call's bound under the cap, then hold it)
@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import os
 import socket
 import subprocess
@@ -355,7 +356,8 @@ class Worker:
                             window.cancel()
                         flush()
                     elif window is None:
-                        window = loop.call_later(last + WINDOW_S - loop.time(), flush)
+                        # Windows end at multiples of WINDOW_S for every turn, as Spotter's (emitter.window_end).
+                        window = loop.call_at((math.floor(loop.time() / WINDOW_S) + 1) * WINDOW_S, flush)
                 elif kind == "message_start":
                     usage.update(event["message"].get("usage", {}))
                 elif kind == "message_delta":

@@ -1,6 +1,7 @@
 """The text_delta window (the emitter): the first delta goes out at once, then one batch per window at
 most; text held for the window is stored and published when the window ends even if the stream stalls;
-nothing held is written once the turn's body is closed. Against a real Postgres and NATS."""
+every stream's window ends at the same moments; nothing held is written once the turn's body is closed.
+Against a real Postgres and NATS."""
 
 from __future__ import annotations
 
@@ -42,9 +43,10 @@ class _Turn:
         return [r["data"].get("delta", r["data"]["type"]) for r in rows]
 
 
-async def _turn(pool: asyncpg.Pool, nc: nats.NATS, flush_s: float) -> _Turn:
+async def _turn(pool: asyncpg.Pool, nc: nats.NATS, flush_s: float, store: Store | None = None) -> _Turn:
+    """`store`: one shared with another turn (a process has one)."""
     cmd = await new_send(pool)
-    store = Store(pool)
+    store = store or Store(pool)
     await store.begin_turn(cmd, "claude-sonnet-5-5")
     heard: list[str] = []
 
@@ -103,6 +105,37 @@ async def test_a_steady_stream_is_batched_one_per_window_at_most(pool: asyncpg.P
         assert len(batches) >= 2
     finally:
         await nc.close()
+
+
+async def test_every_streams_held_text_is_written_together_at_the_windows_end(pool: asyncpg.Pool, stack: StackUrls) -> None:
+    """Windows end at the same moments for every turn of the process, so the text two streams hold is
+    stored in one statement (one transaction: the rows share their xmin), though they began apart."""
+    nc = await nats.connect(stack.nats_url)
+    try:
+        window = 0.1
+        store = Store(pool)
+        first, second = await _turn(pool, nc, window, store), await _turn(pool, nc, window, store)
+        await first.emitter.text("a0 ")
+        await asyncio.sleep(0.037)
+        await second.emitter.text("b0 ")
+        for i in range(1, 36):
+            await asyncio.gather(first.emitter.text(f"a{i} "), second.emitter.text(f"b{i} "))
+            await asyncio.sleep(0.01)
+        for turn in (first, second):
+            await turn.emitter.flush()
+            await turn.emitter.close()
+        held = [await _held_writes(turn) for turn in (first, second)]
+        assert all(len(writes) >= 2 for writes in held), held
+        assert len(set(held[0]) & set(held[1])) >= 2, held  # at least two windows' writes shared a transaction
+    finally:
+        await nc.close()
+
+
+async def _held_writes(turn: _Turn) -> list[int]:
+    """The transaction of each text write between the first (at once) and the last (the final flush)."""
+    rows = await turn.pool.fetch("SELECT xmin::text::bigint AS tx FROM ai_conversation_events WHERE conversation_id = $1 "
+                                 "AND type = 'text_delta' ORDER BY seq", uuid.UUID(turn.emitter.conversation_id))
+    return [r["tx"] for r in rows][1:-1]
 
 
 async def test_nothing_held_is_written_once_the_body_is_closed(pool: asyncpg.Pool, stack: StackUrls) -> None:

@@ -3,9 +3,9 @@
 The log (Postgres) is the source of truth: an event is published only after it is stored with
 its sequence number, and a gateway that misses a publish re-reads the log. Token deltas are
 coalesced (PITFALLS: one message per token saturates the bus): the first delta of a burst goes out at
-once, then one batch per `flush_s` at most (the setting `SPOTTER_DELTA_FLUSH_MS`, 100 ms by default),
-and text never waits longer than that for more to come: a stream that pauses mid-sentence still shows
-what it has. Every batch is a stored row, a publish and an SSE frame (about 1 ms of CPU across the
+once, then what came since at the end of each window (`flush_s`, the setting `SPOTTER_DELTA_FLUSH_MS`,
+100 ms by default; the same windows for every turn of the process), and text never waits longer than
+that for more to come: a stream that pauses mid-sentence still shows what it has. Every batch is a stored row, a publish and an SSE frame (about 1 ms of CPU across the
 processes), so the window sets most of a long answer's cost; the web app reveals each batch smoothly.
 """
 
@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import math
 import time
 from collections.abc import Awaitable, Callable
 
@@ -23,6 +24,38 @@ from spotter_shared.contracts.events import SseEvent, TextDelta, conversation_su
 from .store import Store
 
 log = logging.getLogger(__name__)
+
+
+def window_end(now: float, flush_s: float) -> float:
+    """The end of the window `now` is in: the next multiple of `flush_s` (the same float for every caller)."""
+    return (math.floor(now / flush_s) + 1) * flush_s
+
+
+class WindowEnds:
+    """One timer per window end for every emitter of the process: what they all hold is written in the
+    same tick of the loop, so Store's batches make it one statement (timers of their own, due at the same
+    millisecond, could fire an iteration apart and miss the batch)."""
+
+    def __init__(self) -> None:
+        self._waiting: dict[tuple[asyncio.AbstractEventLoop, float], set[Callable[[], None]]] = {}
+
+    def wait(self, flush_s: float, callback: Callable[[], None]) -> Callable[[], None]:
+        """Call `callback` when the current window ends; the function returned cancels that."""
+        loop = asyncio.get_running_loop()
+        key = (loop, window_end(loop.time(), flush_s))
+        waiting = self._waiting.get(key)
+        if waiting is None:
+            waiting = self._waiting[key] = set()
+            loop.call_at(key[1], self._ended, key)
+        waiting.add(callback)
+        return lambda: waiting.discard(callback)
+
+    def _ended(self, key: tuple[asyncio.AbstractEventLoop, float]) -> None:
+        for callback in self._waiting.pop(key, ()):
+            callback()
+
+
+_WINDOWS = WindowEnds()
 
 
 class Emitter:
@@ -36,8 +69,9 @@ class Emitter:
         self._buffer = ""
         self._last_flush = 0.0
         # Text held for the window is written when it ends even if no more comes (a stalled stream):
-        # the timer, then the task that writes it, which every later write waits for.
-        self._due: asyncio.TimerHandle | None = None
+        # the wait for its end (cancelled by calling it), then the task that writes it, which every
+        # later write waits for.
+        self._due: Callable[[], None] | None = None
         self._held: asyncio.Task[None] | None = None
         self._closed = False
         self._failed: Exception | None = None
@@ -84,10 +118,12 @@ class Emitter:
             self._hold()
 
     def _hold(self) -> None:
-        """Have the buffer written when the window ends, unless something writes it before."""
+        """Have the buffer written when the window ends, unless something writes it before. Windows are
+        the same for every turn of this process (they end at multiples of `flush_s` on the loop's clock),
+        so what every stream holds is written at the same moment: one statement for all of them
+        (Store's batches) and one flush of the bus, instead of one each at moments of their own."""
         if self._due is None and self._held is None and not self._closed:
-            wait = max(0.0, self._last_flush + self._flush_s - time.monotonic())
-            self._due = asyncio.get_running_loop().call_later(wait, self._window_ended)
+            self._due = _WINDOWS.wait(self._flush_s, self._window_ended)
 
     def _window_ended(self) -> None:
         self._due = None
@@ -110,14 +146,14 @@ class Emitter:
         already be reading the log), and a held write in flight has landed or failed."""
         self._closed = True
         if self._due is not None:
-            self._due.cancel()
+            self._due()
             self._due = None
         if self._held is not None:
             await asyncio.shield(self._held)
 
     async def flush(self) -> None:
         if self._due is not None:
-            self._due.cancel()
+            self._due()
             self._due = None
         held = self._held
         if held is not None and held is not asyncio.current_task():
