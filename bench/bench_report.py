@@ -267,7 +267,7 @@ def floor_section(result: dict[str, Any]) -> list[str]:
             "a NATS responder) on the same Postgres tables, NATS, Redis, simulator, libraries and event loop, doing only what "
             "the guarantees need: the caller's membership and the conversation read, a rate-limit counter and the lease, the "
             "command through JetStream, the turn row, the history, the user's message, a budget reservation, the model call, "
-            "every event stored before it is published (text on Spotter's 100 ms cadence, appends batched across conversations), "
+            "every event stored before it is published (text on Spotter's 100 ms windows, which end at the same moments for every turn, appends batched across conversations), "
             "the reply, the settlement, `done` with the turn's status, the lease let go, the ack. It leaves out ambient search, the "
             "pre-check, the org and session reads, recent activity, the lease's fence, redelivery bookkeeping, typed "
             "errors, idempotency keys, the stream watchdog, logs, metrics and traces: a floor, not something to ship.", ""]
