@@ -27,6 +27,10 @@ async def test_begin_turn_stores_a_new_conversations_first_event_once(pool: asyn
     # Redelivered: the same turn again, and no second event (the conversation already exists).
     again = await store.begin_turn(cmd, "claude-sonnet-5-5", started)
     assert (again.id, again.attempts, again.started_seq) == (first.id, 2, None)
+    # The same statement read the org and the caller (a send needs them before its model call), as org_context does.
+    assert first.org is not None and first.org == again.org
+    assert first.org == await store.org_context(cmd.actor.organization_id, cmd.actor.user_id)
+    assert (first.org.id, first.org.caller_session) == (cmd.actor.organization_id, None)
     rows = await pool.fetch("SELECT seq, type, data FROM ai_conversation_events WHERE conversation_id = $1",
                             uuid.UUID(cmd.conversation_id))
     assert [(r["seq"], r["type"], r["data"]) for r in rows] == [(1, "conversation_started", started)]

@@ -30,6 +30,8 @@ class TurnRecord:
     model_calls: int
     # The seq of the conversation_started event begin_turn stored with a new conversation (to publish).
     started_seq: int | None = None
+    # The org and the caller as begin_turn's statement read them (a send reads them anyway); None elsewhere.
+    org: OrgContext | None = None
 
 
 @dataclass(frozen=True)
@@ -156,12 +158,7 @@ class Store:
 
     async def org_context(self, org_id: str, user_id: str) -> OrgContext:
         """The org and the caller, with the caller's running human session (one statement)."""
-        row = await self.pool.fetchrow(_ORG_CONTEXT, uuid.UUID(org_id), uuid.UUID(user_id))
-        return OrgContext(
-            id=str(row["id"]), name=row["name"], tier=row["tier"], locale=row["locale"], timezone=row["timezone"],
-            agent_enabled=row["agent_enabled"], caller_name=row["full_name"], caller_email=row["email"],
-            caller_session=running_session(row),
-        )
+        return _org(await self.pool.fetchrow(_ORG_CONTEXT, uuid.UUID(org_id), uuid.UUID(user_id)))
 
     async def messages(self, conversation_id: str) -> list[StoredMessage]:
         """Messages for replay (seed 000 compaction): the latest system_note, then every message
@@ -331,10 +328,16 @@ class Store:
 
 _COLUMNS = "id, role::text AS role, content, turn_id, stop_reason, page_context, position"
 
+# The org, the caller and their running human session (`_org`): the columns, and the session's join
+# (after `o` and `u`).
+_ORG_COLUMNS = f"""o.id AS org_id, o.name AS org_name, o.tier::text AS org_tier, o.locale AS org_locale,
+       o.timezone AS org_timezone, o.agent_enabled, u.full_name AS caller_name, u.email AS caller_email, {RUNNING_COLUMNS}"""
+_SESSION_JOIN = f"LEFT JOIN sessions s ON s.organization_id = o.id AND s.user_id = u.id AND {RUNNING_HUMAN}"
+
 _ORG_CONTEXT = f"""
-SELECT o.id, o.name, o.tier::text AS tier, o.locale, o.timezone, o.agent_enabled, u.full_name, u.email, {RUNNING_COLUMNS}
+SELECT {_ORG_COLUMNS}
   FROM organizations o CROSS JOIN users u
-  LEFT JOIN sessions s ON s.organization_id = o.id AND s.user_id = u.id AND {RUNNING_HUMAN}
+  {_SESSION_JOIN}
  WHERE o.id = $1 AND u.id = $2"""
 
 # Store._write_log: a batch of log appends. Each conversation's row is locked in id order (two
@@ -378,7 +381,11 @@ started AS (
     INSERT INTO ai_conversation_events (conversation_id, seq, turn_id, type, data)
     SELECT id, 1, $8, 'conversation_started', $10 FROM conversation WHERE $10::jsonb IS NOT NULL
     RETURNING seq)
-SELECT turn.*, (SELECT seq FROM started) AS started_seq FROM turn
+SELECT turn.*, (SELECT seq FROM started) AS started_seq, {_ORG_COLUMNS}
+  FROM turn
+  LEFT JOIN organizations o ON o.id = $2
+  LEFT JOIN users u ON u.id = $3
+  {_SESSION_JOIN}
 """
 
 # The position a message appended to conversation $2 takes: never below the stored messages' (rows
@@ -488,6 +495,17 @@ def _turn(row: asyncpg.Record) -> TurnRecord:
         model_calls=row["model_calls"],
         started_seq=row.get("started_seq"),
         usage=_usage(row),
+        org=_org(row) if row.get("org_id") is not None and row.get("caller_name") is not None else None,
+    )
+
+
+def _org(row: asyncpg.Record | None) -> OrgContext:
+    if row is None:
+        raise LookupError("no such organization or user")
+    return OrgContext(
+        id=str(row["org_id"]), name=row["org_name"], tier=row["org_tier"], locale=row["org_locale"],
+        timezone=row["org_timezone"], agent_enabled=row["agent_enabled"], caller_name=row["caller_name"],
+        caller_email=row["caller_email"], caller_session=running_session(row),
     )
 
 

@@ -117,13 +117,17 @@ class TurnRunner:
 
     # Commands -------------------------------------------------------------------------------------
     async def send(self, cmd: SendMessage, delivery: Delivery) -> None:
+        started = ConversationStarted(conversation_id=cmd.conversation_id) if cmd.is_new else None
+        begun = asyncio.ensure_future(self._store.begin_turn(
+            cmd, self._settings.spotter_model, started.model_dump(mode="json", exclude_none=True) if started else None))
         # A first delivery has not stored its message yet, so it will check the budget and search for
         # ambient context: both start now, beside the turn's set-up, as they are on the way to the model call.
         asked = FirstQuestions.ask(self._peers, cmd) if delivery.attempt == 1 else None
-        # What the turn reads first starts now too. Only on a first delivery: the gateway claimed the
-        # conversation for this turn before publishing it, so nothing else writes to it meanwhile (a
-        # redelivery reads once the lease is its own, after a dead attempt's writes).
-        reads = FirstReads.start(self._store, self._recent_activity, cmd) if delivery.attempt == 1 else None
+        # What the turn reads first starts now too (the org and the caller come with begin_turn's statement).
+        # Only on a first delivery: the gateway claimed the conversation for this turn before publishing it,
+        # so nothing else writes to it meanwhile (a redelivery reads once the lease is its own, after a dead
+        # attempt's writes).
+        reads = FirstReads.start(self._store, self._recent_activity, cmd, org=_org_of(begun)) if delivery.attempt == 1 else None
         # And its lease: the gateway claimed it for this very turn, so taking it need not wait for begin_turn.
         early = None
         if delivery.attempt == 1:
@@ -131,9 +135,7 @@ class TurnRunner:
             self._starting[cmd.turn_id] = False
             early = EarlyLease(self._lock, cmd.conversation_id, cmd.turn_id)
         try:
-            started = ConversationStarted(conversation_id=cmd.conversation_id) if cmd.is_new else None
-            turn = await self._store.begin_turn(cmd, self._settings.spotter_model,
-                                                started.model_dump(mode="json", exclude_none=True) if started else None)
+            turn = await begun
             outcome = await self._turn(_meta(cmd), turn, delivery,
                                        lambda emitter, t: self._run_send(cmd, t, emitter, delivery, asked, reads),
                                        early=early)
@@ -595,6 +597,14 @@ def _open_batch(stored: list[StoredMessage]) -> tuple[ToolCall, ...]:
     return tool_calls(last.content, {}) if last is not None and last.role == "assistant" else ()
 
 
+async def _org_of(begun: Awaitable[TurnRecord]) -> OrgContext:
+    """The org and the caller begin_turn's statement read."""
+    turn = await begun
+    if turn.org is None:
+        raise LookupError("the turn's organization or caller is not there")
+    return turn.org
+
+
 async def _nothing_stored() -> list[StoredMessage]:
     return []
 
@@ -611,9 +621,10 @@ class FirstReads:
 
     @classmethod
     def start(cls, store: Store, recent_activity: Callable[[Actor, Awaitable[OrgContext]], Awaitable[str | None]],
-              cmd: SendMessage, *, new: bool | None = None) -> FirstReads:
-        """`new`: whether the conversation is known to have no messages (by default: the turn creates it)."""
-        org = asyncio.ensure_future(store.org_context(cmd.actor.organization_id, cmd.actor.user_id))
+              cmd: SendMessage, *, new: bool | None = None, org: Awaitable[OrgContext] | None = None) -> FirstReads:
+        """`new`: whether the conversation is known to have no messages (by default: the turn creates it);
+        `org`: the org and the caller, when something else reads them (begin_turn's statement)."""
+        org = asyncio.ensure_future(org if org is not None else store.org_context(cmd.actor.organization_id, cmd.actor.user_id))
         fresh = cmd.is_new if new is None else new
         stored = asyncio.ensure_future(_nothing_stored() if fresh else store.messages(cmd.conversation_id))
         activity = asyncio.ensure_future(recent_activity(cmd.actor, org))
