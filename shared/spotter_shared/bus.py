@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import weakref
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Generic
@@ -297,8 +298,32 @@ async def publish(pub: Publisher, message: Contract, *, subject: str = "", heade
 
 
 async def publish_command(pub: Publisher, command: TurnCommand) -> None:
-    """Publish a durable turn command: JetStream drops a re-publication with the same command id."""
-    await publish(pub, command, headers=publish_headers(msg_id=command.command_id, trace_id=command.trace_id))
+    """Publish a durable turn command and wait for JetStream to have stored it (its ack); JetStream drops
+    a re-publication with the same command id. On the bare connection's JetStream, as `Requester` asks:
+    FastStream's publish path (its middleware, a span and a message object each time) cost the gateway
+    more than the publish. One producer span, named as FastStream names it, carries the trace on."""
+    subject = pub.subject.broker_address  # a command's subject has no parameters: the declared one
+    headers = {"content-type": "application/json",
+               **publish_headers(msg_id=command.command_id, trace_id=command.trace_id)}
+    with _TRACER.start_as_current_span(f"{subject} publish", kind=trace.SpanKind.PRODUCER,
+                                       attributes={"messaging.system": "nats", "messaging.destination.name": subject,
+                                                   "messaging.operation": "publish"}):
+        _TRACE_PROPAGATOR.inject(headers)
+        await _jetstream(pub).publish(subject, command.to_bytes(), stream=pub.stream.name if pub.stream else None,
+                                      headers=headers)
+
+
+_JETSTREAMS: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
+
+
+def _jetstream(pub: Publisher) -> Any:
+    """The JetStream context of the connection of the broker the publisher belongs to (a pinned
+    version's internals, as `Requester` reaches the connection), made once per connection."""
+    connection = pub._outer_config.connection_state.connection
+    js = _JETSTREAMS.get(connection)
+    if js is None:
+        js = _JETSTREAMS[connection] = connection.jetstream()
+    return js
 
 
 class LivePublisher:
