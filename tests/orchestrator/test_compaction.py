@@ -113,6 +113,11 @@ async def test_replay_starts_at_the_latest_summary_and_keeps_its_tail(pool: asyn
     assert history_of(replay)[0] == {"role": "user", "content": summary_content("second summary")}
     assert history_of(replay)[0]["content"][0]["text"].startswith(SUMMARY_OPEN)
     assert len(await store.all_messages(cmd.conversation_id)) == 13
+    # A follow-up's first delivery reads the same replay in begin_turn's statement (and none when not asked).
+    follow_up = cmd.model_copy(update={"command_id": str(uuid.uuid4()), "turn_id": str(uuid.uuid4()), "is_new": False})
+    assert (await store.begin_turn(follow_up, "claude-sonnet-5-5", replay=True)).replay == tuple(replay)
+    again = cmd.model_copy(update={"command_id": str(uuid.uuid4()), "turn_id": str(uuid.uuid4()), "is_new": False})
+    assert (await store.begin_turn(again, "claude-sonnet-5-5")).replay is None
 
     # The summary is the conversation's searchable text; its embedding is stored for that summary only.
     assert await store.set_summary_embedding(cmd.conversation_id, "second summary", [0.6, 0.8, 0.0], "test-model")

@@ -31,6 +31,7 @@ async def test_begin_turn_stores_a_new_conversations_first_event_once(pool: asyn
     assert first.org is not None and first.org == again.org
     assert first.org == await store.org_context(cmd.actor.organization_id, cmd.actor.user_id)
     assert (first.org.id, first.org.caller_session) == (cmd.actor.organization_id, None)
+    assert first.replay is None and (await store.begin_turn(cmd, "claude-sonnet-5-5", replay=True)).replay == ()
     rows = await pool.fetch("SELECT seq, type, data FROM ai_conversation_events WHERE conversation_id = $1",
                             uuid.UUID(cmd.conversation_id))
     assert [(r["seq"], r["type"], r["data"]) for r in rows] == [(1, "conversation_started", started)]

@@ -7,7 +7,7 @@ import contextlib
 import logging
 import re
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import asyncpg
@@ -32,6 +32,8 @@ class TurnRecord:
     started_seq: int | None = None
     # The org and the caller as begin_turn's statement read them (a send reads them anyway); None elsewhere.
     org: OrgContext | None = None
+    # The conversation's replay, when begin_turn was asked to read it; None when it was not.
+    replay: tuple[StoredMessage, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -105,19 +107,25 @@ class Store:
         )
         return _turn(row)
 
-    async def begin_turn(self, cmd: SendMessage, model: str, started: dict[str, Any] | None = None) -> TurnRecord:
+    async def begin_turn(self, cmd: SendMessage, model: str, started: dict[str, Any] | None = None, *,
+                         replay: bool = False) -> TurnRecord:
         """Create the conversation (first send, in the caller's language) and the turn row, in one
         statement. A redelivered command finds its turn again (attempts + 1) instead of starting
         another. `started` (the data of a new conversation's `conversation_started`) is stored as the
         conversation's first event by the same statement that creates the conversation, so a new
-        conversation never exists without it; its number comes back as `started_seq`, to publish."""
-        row = await self.pool.fetchrow(
+        conversation never exists without it; its number comes back as `started_seq`, to publish.
+        The same statement reads the org and the caller and, with `replay`, the conversation's replay
+        (what `messages` reads), as a send needs them before its model call."""
+        rows = await self.pool.fetch(
             _BEGIN_TURN,
             uuid.UUID(cmd.conversation_id), uuid.UUID(cmd.actor.organization_id), uuid.UUID(cmd.actor.user_id),
             uuid.UUID(cmd.actor.membership_id), model, fallback_title(cmd.message), primary_language(cmd.actor.locale),
-            uuid.UUID(cmd.turn_id), cmd.command_id, started,
+            uuid.UUID(cmd.turn_id), cmd.command_id, started, replay,
         )
-        return _turn(row)
+        turn = _turn(rows[0])
+        if replay:
+            turn = replace(turn, replay=tuple(_message(r, "m_") for r in rows if r["m_id"] is not None))
+        return turn
 
     async def turn(self, turn_id: str) -> TurnRecord:
         row = await self.pool.fetchrow(
@@ -366,6 +374,33 @@ SELECT id, last, n FROM bumped
 _TURN_COLUMNS = """id, status, attempts, input_tokens, output_tokens, cache_read_tokens, cache_creation_tokens,
                    cost_usd_micros, model_calls"""
 
+def _replay_ctes(read: str = "true") -> str:
+    """The replay (Store.messages) as CTEs, `replay` the last, of conversation $1; none when `read` is false."""
+    return f"""note AS (
+    SELECT {_COLUMNS} FROM ai_messages WHERE conversation_id = $1 AND role = 'system_note' AND {read}
+    ORDER BY position DESC LIMIT 1),
+through AS (SELECT page_context->>'summarizedThroughMessageId' AS id FROM note),
+anchor AS (
+    SELECT coalesce(
+        (SELECT m.position FROM ai_messages m, through
+          WHERE m.conversation_id = $1
+            AND m.id = CASE WHEN pg_input_is_valid(through.id, 'uuid') THEN through.id::uuid END),
+        (SELECT position FROM note),
+        0) AS after),
+replay AS (
+    SELECT 0 AS part, * FROM note
+    UNION ALL
+    SELECT 1 AS part, m.id, m.role::text AS role, m.content, m.turn_id, m.stop_reason, m.page_context, m.position
+      FROM ai_messages m, anchor
+     WHERE m.conversation_id = $1 AND m.position > anchor.after AND m.role <> 'system_note' AND {read})"""
+
+
+_REPLAYED = f"""
+WITH {_replay_ctes()}
+SELECT * FROM replay ORDER BY part, position
+"""
+
+
 # Store.begin_turn: the conversation (when new), its first event (when asked for and the conversation is
 # new), and the turn row, in one statement; the foreign keys are checked at its end.
 _BEGIN_TURN = f"""
@@ -380,12 +415,17 @@ turn AS (
 started AS (
     INSERT INTO ai_conversation_events (conversation_id, seq, turn_id, type, data)
     SELECT id, 1, $8, 'conversation_started', $10 FROM conversation WHERE $10::jsonb IS NOT NULL
-    RETURNING seq)
-SELECT turn.*, (SELECT seq FROM started) AS started_seq, {_ORG_COLUMNS}
+    RETURNING seq),
+{_replay_ctes("$11::boolean")}
+SELECT turn.*, (SELECT seq FROM started) AS started_seq, {_ORG_COLUMNS},
+       r.id AS m_id, r.role AS m_role, r.content AS m_content, r.turn_id AS m_turn_id, r.stop_reason AS m_stop_reason,
+       r.page_context AS m_page_context
   FROM turn
   LEFT JOIN organizations o ON o.id = $2
   LEFT JOIN users u ON u.id = $3
   {_SESSION_JOIN}
+  LEFT JOIN replay r ON true
+ ORDER BY r.part, r.position
 """
 
 # The position a message appended to conversation $2 takes: never below the stored messages' (rows
@@ -433,25 +473,6 @@ RETURNING id
 
 # Store.messages in one statement: the latest system_note, then the messages after its anchor (the
 # message it summarized through when that id names one of this conversation's, else the note itself).
-_REPLAYED = f"""
-WITH note AS (
-    SELECT {_COLUMNS} FROM ai_messages WHERE conversation_id = $1 AND role = 'system_note'
-    ORDER BY position DESC LIMIT 1),
-through AS (SELECT page_context->>'summarizedThroughMessageId' AS id FROM note),
-anchor AS (
-    SELECT coalesce(
-        (SELECT m.position FROM ai_messages m, through
-          WHERE m.conversation_id = $1
-            AND m.id = CASE WHEN pg_input_is_valid(through.id, 'uuid') THEN through.id::uuid END),
-        (SELECT position FROM note),
-        0) AS after)
-SELECT 0 AS part, * FROM note
-UNION ALL
-SELECT 1 AS part, m.id, m.role::text AS role, m.content, m.turn_id, m.stop_reason, m.page_context, m.position
-  FROM ai_messages m, anchor
- WHERE m.conversation_id = $1 AND m.position > anchor.after AND m.role <> 'system_note'
-ORDER BY part, position
-"""
 
 _PRIMARY_LANGUAGE = re.compile(r"^[a-z]{2,3}$")
 # Deprecated ISO 639 codes some clients still send.
@@ -481,10 +502,11 @@ def _answer(future: asyncio.Future[int], result: int | BaseException) -> None:
         future.set_result(result)
 
 
-def _message(r: asyncpg.Record) -> StoredMessage:
-    return StoredMessage(id=str(r["id"]), role=r["role"], content=r["content"],
-                         turn_id=str(r["turn_id"]) if r["turn_id"] else None, stop_reason=r["stop_reason"],
-                         page_context=r["page_context"])
+def _message(r: asyncpg.Record, prefix: str = "") -> StoredMessage:
+    turn_id = r[f"{prefix}turn_id"]
+    return StoredMessage(id=str(r[f"{prefix}id"]), role=r[f"{prefix}role"], content=r[f"{prefix}content"],
+                         turn_id=str(turn_id) if turn_id else None, stop_reason=r[f"{prefix}stop_reason"],
+                         page_context=r[f"{prefix}page_context"])
 
 
 def _turn(row: asyncpg.Record) -> TurnRecord:

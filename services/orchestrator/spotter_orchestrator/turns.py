@@ -118,19 +118,21 @@ class TurnRunner:
     # Commands -------------------------------------------------------------------------------------
     async def send(self, cmd: SendMessage, delivery: Delivery) -> None:
         started = ConversationStarted(conversation_id=cmd.conversation_id) if cmd.is_new else None
+        first = delivery.attempt == 1
         begun = asyncio.ensure_future(self._store.begin_turn(
-            cmd, self._settings.spotter_model, started.model_dump(mode="json", exclude_none=True) if started else None))
+            cmd, self._settings.spotter_model, started.model_dump(mode="json", exclude_none=True) if started else None,
+            replay=first and not cmd.is_new))
         # A first delivery has not stored its message yet, so it will check the budget and search for
         # ambient context: both start now, beside the turn's set-up, as they are on the way to the model call.
-        asked = FirstQuestions.ask(self._peers, cmd) if delivery.attempt == 1 else None
-        # What the turn reads first starts now too (the org and the caller come with begin_turn's statement).
+        asked = FirstQuestions.ask(self._peers, cmd) if first else None
+        # What the turn reads first comes with begin_turn's statement: the org and the caller, and the replay.
         # Only on a first delivery: the gateway claimed the conversation for this turn before publishing it,
         # so nothing else writes to it meanwhile (a redelivery reads once the lease is its own, after a dead
         # attempt's writes).
-        reads = FirstReads.start(self._store, self._recent_activity, cmd, org=_org_of(begun)) if delivery.attempt == 1 else None
+        reads = FirstReads.start(self._store, self._recent_activity, cmd, begun=begun) if first else None
         # And its lease: the gateway claimed it for this very turn, so taking it need not wait for begin_turn.
         early = None
-        if delivery.attempt == 1:
+        if first:
             # Listening for a stop before the claim reads whether one was asked for: none slips between.
             self._starting[cmd.turn_id] = False
             early = EarlyLease(self._lock, cmd.conversation_id, cmd.turn_id)
@@ -605,6 +607,14 @@ async def _org_of(begun: Awaitable[TurnRecord]) -> OrgContext:
     return turn.org
 
 
+async def _replay_of(begun: Awaitable[TurnRecord]) -> list[StoredMessage]:
+    """The replay begin_turn's statement read."""
+    replay = (await begun).replay
+    if replay is None:
+        raise LookupError("begin_turn was not asked for the replay")
+    return list(replay)
+
+
 async def _nothing_stored() -> list[StoredMessage]:
     return []
 
@@ -621,12 +631,16 @@ class FirstReads:
 
     @classmethod
     def start(cls, store: Store, recent_activity: Callable[[Actor, Awaitable[OrgContext]], Awaitable[str | None]],
-              cmd: SendMessage, *, new: bool | None = None, org: Awaitable[OrgContext] | None = None) -> FirstReads:
+              cmd: SendMessage, *, new: bool | None = None, begun: asyncio.Future[TurnRecord] | None = None) -> FirstReads:
         """`new`: whether the conversation is known to have no messages (by default: the turn creates it);
-        `org`: the org and the caller, when something else reads them (begin_turn's statement)."""
-        org = asyncio.ensure_future(org if org is not None else store.org_context(cmd.actor.organization_id, cmd.actor.user_id))
+        `begun`: begin_turn, whose statement reads the org, the caller and (unless new) the replay."""
         fresh = cmd.is_new if new is None else new
-        stored = asyncio.ensure_future(_nothing_stored() if fresh else store.messages(cmd.conversation_id))
+        if begun is not None:
+            org = asyncio.ensure_future(_org_of(begun))
+            stored = asyncio.ensure_future(_nothing_stored() if fresh else _replay_of(begun))
+        else:
+            org = asyncio.ensure_future(store.org_context(cmd.actor.organization_id, cmd.actor.user_id))
+            stored = asyncio.ensure_future(_nothing_stored() if fresh else store.messages(cmd.conversation_id))
         activity = asyncio.ensure_future(recent_activity(cmd.actor, org))
         return cls(org=org, stored=stored, activity=activity)
 
