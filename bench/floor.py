@@ -337,7 +337,8 @@ class Worker:
             if held:
                 chunk = "".join(held)
                 held.clear()
-                writes.append(asyncio.ensure_future(self._after(writes, conversation, turn, chunk)))
+                # After the write before it, as it is now (two flushes can come before either task starts).
+                writes.append(asyncio.ensure_future(self._after(writes[-1] if writes else None, conversation, turn, chunk)))
 
         loop = asyncio.get_running_loop()
         async with self.http.post("/v1/messages", data=body.encode(), headers=self.headers) as r:
@@ -370,11 +371,10 @@ class Worker:
             await writes[-1]
         return text, {k: v for k, v in usage.items() if isinstance(v, int)}, stop
 
-    async def _after(self, writes: list[asyncio.Task[None]], conversation: str, turn: uuid.UUID, chunk: str) -> None:
+    async def _after(self, before: asyncio.Task[None] | None, conversation: str, turn: uuid.UUID, chunk: str) -> None:
         """A window's text, in order: after the write before it."""
-        earlier = writes[:-1]
-        if earlier:
-            await earlier[-1]
+        if before is not None:
+            await before
         await self.emit(conversation, turn, "text_delta", {"delta": chunk})
 
 
