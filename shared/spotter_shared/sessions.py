@@ -225,11 +225,6 @@ class RunningSession:
     started_at: datetime | None
     created_at: datetime
 
-    @classmethod
-    def of(cls, session: SessionRecord) -> RunningSession:
-        return cls(id=session.id, task_id=session.task_id, title=session.title, last_sequence=session.last_sequence,
-                   started_at=session.started_at, created_at=session.created_at)
-
 
 def running_session(row: asyncpg.Record) -> RunningSession | None:
     """The RUNNING_COLUMNS of a row; None when the person has no running session."""

@@ -13,13 +13,13 @@ import asyncpg
 import pytest
 from pydantic import ValidationError
 
-from spotter_orchestrator.activity import recent_activity, session_activity
+from spotter_orchestrator.activity import session_activity
 from spotter_orchestrator.human import HumanBridge, abandon_idle_sessions, entity_of
 from spotter_orchestrator.prompt import CACHE_5M, with_cached_tail, with_recent_activity
 from spotter_orchestrator.store import Store
 from spotter_shared.contracts.sessions import RecordHumanEvents, StartHumanSession, StopHumanSession
 from spotter_shared.errors import ErrorCode, SpotterError
-from spotter_shared.sessions import RunningSession, SessionReader
+from spotter_shared.sessions import SessionReader
 from tests.factories import actor_of, make_studio, make_task
 
 
@@ -203,7 +203,14 @@ async def test_the_recent_activity_block_names_entities_keeps_one_line_per_visit
     coach = actor_of(studio, studio.coach)
     task = await make_task(pool, studio.org.id, "Win back <lapsed> members")
     bridge = HumanBridge(pool)
-    assert await recent_activity(pool, studio.org.id, studio.coach.user_id, "UTC", datetime.now(UTC)) is None
+    store = Store(pool)
+
+    async def block_at(now: datetime) -> str | None:
+        # As a turn renders it: the caller's running session read with the org, in one statement.
+        org = await store.org_context(studio.org.id, studio.coach.user_id)
+        return await session_activity(pool, studio.org.id, org.caller_session, "UTC", now)
+
+    assert await block_at(datetime.now(UTC)) is None
     session = (await bridge.start(_start(coach, task))).session
     dana = studio.people["Dana Levi"].membership_id
     t0 = datetime.now(UTC).replace(microsecond=0)
@@ -218,7 +225,7 @@ async def test_the_recent_activity_block_names_entities_keeps_one_line_per_visit
         _nav(f"/members/{dana}", metadata={"at": t0.isoformat()}),
     ))
     # Another studio's member id resolves to nothing here.
-    block = await recent_activity(pool, studio.org.id, studio.coach.user_id, "UTC", t0 + timedelta(minutes=3))
+    block = await block_at(t0 + timedelta(minutes=3))
     assert block is not None
     lines = block.splitlines()
     assert lines[0] == '<recent-activity untrusted="true">' and lines[-1] == "</recent-activity>"
@@ -233,12 +240,13 @@ async def test_the_recent_activity_block_names_entities_keeps_one_line_per_visit
     assert "no longer exists" in events[3]  # a program that is gone (the navigate's derived view)
     assert f"navigate /members/{dana} (**Dana Levi** (member, id {dana}))" in events[-1]  # a revisit: no second view
     assert len(events) == 5
-    # A turn reads the caller's running session with the org, in one statement, and renders the same block.
-    store = Store(pool)
-    org = await store.org_context(studio.org.id, studio.coach.user_id)
-    assert org.caller_session == RunningSession.of((await bridge.start(_start(coach, task))).session)
-    assert org.caller_session.id == session.id and org.caller_session.task_id == task
-    assert await session_activity(pool, studio.org.id, org.caller_session, "UTC", t0 + timedelta(minutes=3)) == block
+    # The session as the org's statement reads it is the one the bridge started.
+    running = (await store.org_context(studio.org.id, studio.coach.user_id)).caller_session
+    assert running is not None
+    stored = await SessionReader(pool, studio.org.id, "mixed").get(session.id)
+    assert stored is not None and stored.task_id == task
+    assert (running.id, running.task_id, running.title, running.last_sequence, running.started_at, running.created_at) == (
+        stored.id, stored.task_id, stored.title, stored.last_sequence, stored.started_at, stored.created_at)
     assert (await store.org_context(studio.org.id, studio.owner.user_id)).caller_session is None  # not working on a task
 
 

@@ -19,7 +19,7 @@ from zoneinfo import ZoneInfo
 
 import asyncpg
 
-from spotter_shared.sessions import RunningSession, SessionEvent, SessionReader, running_human_session, task_ref
+from spotter_shared.sessions import RunningSession, SessionEvent, SessionReader, task_ref
 
 from .human import entity_of
 
@@ -59,18 +59,10 @@ class Line:
     text: str
 
 
-async def recent_activity(pool: asyncpg.Pool, organization_id: str, user_id: str, timezone: str, now: datetime, *,
-                          limit: int = RECENT_EVENTS) -> str | None:
-    """The block for this person in this studio, or None when they are not working on a task."""
-    session = await running_human_session(SessionReader(pool, organization_id, "mixed"), user_id)
-    running = RunningSession.of(session) if session is not None else None
-    return await session_activity(pool, organization_id, running, timezone, now, limit=limit)
-
-
 async def session_activity(pool: asyncpg.Pool, organization_id: str, session: RunningSession | None, timezone: str,
                            now: datetime, *, limit: int = RECENT_EVENTS) -> str | None:
-    """The block from the person's running human session, already read (a turn reads it with the org:
-    Store.org_context); None when there is none or it is not about a task."""
+    """The block for this person in this studio, from their running human session (a turn reads it with
+    the org: Store.org_context); None when there is none or it is not about a task."""
     if session is None or session.task_id is None:
         return None
     reader = SessionReader(pool, organization_id, "mixed")
