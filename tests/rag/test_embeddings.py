@@ -177,22 +177,23 @@ async def test_voyage_unreachable_is_typed() -> None:
 
 @contextlib.contextmanager
 def engine_calls(e5: E5Embedder) -> Iterator[list[tuple[list[str], int]]]:
-    """What the query lanes ask the engine, in order: the texts and the engine threads for them."""
+    """What the query lanes are given to embed, in the order they were given it (on the event loop, not
+    in the lanes' threads, whose start order the OS decides): the texts and the engine threads for them."""
     calls: list[tuple[list[str], int]] = []
     lanes = e5._query_lanes
     for lane in lanes:
-        real = lane._encode
+        real = lane.run
 
-        def counting(kind: str, texts: list[str], threads: int, real=real) -> np.ndarray:
+        async def counting(kind: str, texts: list[str], threads: int, real=real) -> np.ndarray:
             calls.append((list(texts), threads))
-            return real(kind, texts, threads)
+            return await real(kind, texts, threads)
 
-        lane._encode = counting
+        lane.run = counting
     try:
         yield calls
     finally:
         for lane in lanes:
-            del lane._encode
+            del lane.run
 
 
 async def test_queries_asked_together_run_a_lane_each_newest_first_with_the_same_vectors(e5: E5Embedder) -> None:
