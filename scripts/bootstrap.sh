@@ -17,7 +17,7 @@ ROOT=$(pwd)
 VENV="$ROOT/.venv"
 STAMP="$VENV/.spotter-bootstrap"
 PACKAGES=(shared services/gateway services/orchestrator services/tool-runner services/billing services/rag simulator cli)
-TEST_DEPS=(pytest pytest-asyncio pytest-timeout testcontainers httpx playwright kubernetes-validate jsonschema pyyaml)
+TEST_DEPS=(pytest pytest-asyncio pytest-timeout testcontainers httpx playwright kubernetes-validate jsonschema pyyaml py-spy)
 WEB="$ROOT/web"
 WEB_DIST="$ROOT/services/gateway/spotter_gateway/web/dist"
 
