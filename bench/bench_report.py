@@ -170,6 +170,8 @@ def markdown(cells: list[dict[str, Any]], meta: dict[str, Any], *, for_readme: b
         import bench_settle
 
         parts += ["", "### Budget settlements on one hot organization (`bench/bench_settle.py`)", "",
+                  "Against this run's billing service; the load generator runs in a process of its own on uvloop "
+                  "(`measure_apart`), as `bench_settle.py` alone runs it.", "",
                   bench_settle.markdown(extra["settle"]), ""]
     if tools is not None:
         parts += ["", *tools_section(tools, meta, handler=not for_readme)]

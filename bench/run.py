@@ -375,9 +375,9 @@ async def run_bench(
                 p, streams=500 if quick else 5000, seconds=10 if quick else 20, token_seconds=5 if quick else 10)
             say(f"SSE fan-out in {time.perf_counter() - t:.1f}s")
             t = time.perf_counter()
-            extra["settle"] = [await bench_settle.measure_settlements(p, seconds=5 if quick else 20,
-                                                                      sweep_seconds=2 if quick else 5,
-                                                                      open_seconds=5 if quick else 10)]
+            extra["settle"] = [await bench_settle.measure_apart(p, seconds=5 if quick else 20,
+                                                                sweep_seconds=2 if quick else 5,
+                                                                open_seconds=5 if quick else 10)]
             say(f"settlements in {time.perf_counter() - t:.1f}s")
             b.check_alive()
         # After the platform runs, so these calls do not compete with them for the two cores.
