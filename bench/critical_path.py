@@ -48,15 +48,14 @@ FIRST_DELTA = "client: first text_delta"
 @dataclass(frozen=True)
 class Turn:
     trace_id: str
-    started: float  # the client's wall clock when it sent the POST
-    first_delta: float | None  # ... and when the first text_delta arrived
+    first_delta: float | None  # the client's wall clock when the first text_delta arrived
 
 
 async def turn(http: httpx.AsyncClient, gw: Gateway, workload: Workload, conversation_id: str | None) -> tuple[Turn, str]:
     """One turn under a traceparent of its own; its trace and the conversation it ran in."""
     trace_id = secrets.token_hex(16)
     headers = {**gw.headers, "traceparent": f"00-{trace_id}-{secrets.token_hex(8)}-01"}
-    started, first, event = time.time(), None, None
+    first, event = None, None
     async with http.stream("POST", gw.url, headers=headers,
                            json={"conversationId": conversation_id, "message": workload.text()}) as r:
         if r.status_code != 200:
@@ -69,7 +68,7 @@ async def turn(http: httpx.AsyncClient, gw: Gateway, workload: Workload, convers
                     first = time.time()
                 elif event == "done":
                     data = json.loads(line.removeprefix("data:"))
-                    return Turn(trace_id, started, first), data.get("conversationId") or conversation_id or ""
+                    return Turn(trace_id, first), data.get("conversationId") or conversation_id or ""
                 elif event == "error":
                     raise RuntimeError(f"turn failed: {line}")
     raise RuntimeError("stream ended without done")
