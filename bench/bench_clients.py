@@ -143,8 +143,9 @@ class Conversations:
 
 
 async def gateway_turn(client: httpx.AsyncClient, gw: Gateway, workload: Workload,
-                       conversation_id: Optional[str] = None) -> TurnResult:
-    """One turn, in a new conversation or the one given: POST, read SSE until this turn's `done`."""
+                       conversation_id: Optional[str] = None, headers: Optional[dict[str, str]] = None) -> TurnResult:
+    """One turn, in a new conversation or the one given: POST, read SSE until this turn's `done`.
+    `headers` are sent besides the gateway's own (a `traceparent`, say)."""
     t0 = time.perf_counter()
     ttft: Optional[float] = None
     first: Optional[float] = None
@@ -153,7 +154,7 @@ async def gateway_turn(client: httpx.AsyncClient, gw: Gateway, workload: Workloa
     problems: list[str] = []
     try:
         async with asyncio.timeout(TURN_TIMEOUT_S):
-            async with client.stream("POST", gw.url, headers=gw.headers,
+            async with client.stream("POST", gw.url, headers={**gw.headers, **(headers or {})},
                                      json={"conversationId": conversation_id, "message": workload.text()}) as r:
                 if r.status_code != 200:
                     body = (await r.aread()).decode(errors="replace")[:300]

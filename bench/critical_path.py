@@ -36,7 +36,7 @@ if str(BENCH_DIR) not in sys.path:
 import asyncpg  # noqa: E402
 import httpx  # noqa: E402
 
-from bench_clients import Gateway, Workload  # noqa: E402
+from bench_clients import Gateway, Workload, gateway_turn  # noqa: E402
 from bench_platform import Platform, say  # noqa: E402
 from run import ONE_TOOL_FOLLOW_UP, PLAIN_FOLLOW_UP, PLAIN_FRESH, turns_per_conversation  # noqa: E402
 import retrieval  # noqa: E402
@@ -48,30 +48,18 @@ FIRST_DELTA = "client: first text_delta"
 @dataclass(frozen=True)
 class Turn:
     trace_id: str
-    first_delta: float | None  # the client's wall clock when the first text_delta arrived
+    first_delta: float  # the client's wall clock when the first text_delta arrived
 
 
 async def turn(http: httpx.AsyncClient, gw: Gateway, workload: Workload, conversation_id: str | None) -> tuple[Turn, str]:
     """One turn under a traceparent of its own; its trace and the conversation it ran in."""
     trace_id = secrets.token_hex(16)
-    headers = {**gw.headers, "traceparent": f"00-{trace_id}-{secrets.token_hex(8)}-01"}
-    first, event = None, None
-    async with http.stream("POST", gw.url, headers=headers,
-                           json={"conversationId": conversation_id, "message": workload.text()}) as r:
-        if r.status_code != 200:
-            raise RuntimeError(f"gateway HTTP {r.status_code}: {(await r.aread())[:300]!r}")
-        async for line in r.aiter_lines():
-            if line.startswith("event:"):
-                event = line.removeprefix("event:").strip()
-            elif line.startswith("data:") and event is not None:
-                if event == "text_delta" and first is None:
-                    first = time.time()
-                elif event == "done":
-                    data = json.loads(line.removeprefix("data:"))
-                    return Turn(trace_id, first), data.get("conversationId") or conversation_id or ""
-                elif event == "error":
-                    raise RuntimeError(f"turn failed: {line}")
-    raise RuntimeError("stream ended without done")
+    sent = time.time()
+    result = await gateway_turn(http, gw, workload, conversation_id,
+                                headers={"traceparent": f"00-{trace_id}-{secrets.token_hex(8)}-01"})
+    if not result.ok or result.ttft is None:
+        raise RuntimeError(f"turn failed: {result.error}")
+    return Turn(trace_id, sent + result.ttft), result.conversation_id or ""
 
 
 def spans_in(log_dir: Path) -> list[dict[str, Any]]:
@@ -114,7 +102,7 @@ def timeline(turns: list[Turn], spans: list[dict[str, Any]]) -> list[tuple[str, 
     for t in turns:
         trace = sorted(by_trace.get(t.trace_id, ()), key=lambda s: _at(s["start_time"]))
         server = next((s for s in trace if s["service"] == "gateway" and s["kind"] == "SpanKind.SERVER"), None)
-        if server is None or t.first_delta is None:
+        if server is None:
             continue
         zero = _at(server["start_time"])
         seen: set[str] = set()
