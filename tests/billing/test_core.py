@@ -89,6 +89,19 @@ async def test_precheck_refuses_at_the_cap_with_seed_message(billing: Billing, p
     )
 
 
+async def test_a_new_messages_first_reservation_reads_the_tier_fresh(billing: Billing, pool: asyncpg.Pool, new_conversation: Callable) -> None:
+    """Its reservation is the message's budget verdict, as the pre-check was: an upgrade counts at once.
+    The calls after it take the tier from billing's cache (TIER_CACHE_S)."""
+    studio = await make_studio(pool, tier="lite")
+    await spend(billing, studio, await new_conversation(studio), 100_000)  # at the $1.00 cap
+    assert not (await billing.reserve(reserve_req(studio))).ok
+    await pool.execute("UPDATE organizations SET tier = 'pro' WHERE id = $1", uuid.UUID(studio.org.id))
+    assert not (await billing.reserve(reserve_req(studio))).ok  # the cached tier: still lite
+    fresh = await billing.reserve(reserve_req(studio).model_copy(update={"fresh_tier": True}))
+    assert fresh.ok and fresh.amount_usd_micros > 0
+    assert (await billing.reserve(reserve_req(studio))).ok  # the cache now holds pro
+
+
 async def test_pro_refusal_names_five_dollars(billing: Billing, pool: asyncpg.Pool, new_conversation: Callable) -> None:
     studio = await make_studio(pool, tier="pro")
     await spend(billing, studio, await new_conversation(studio), 500_000)

@@ -13,6 +13,7 @@ import uuid
 
 import asyncpg
 import nats
+import pytest
 
 from spotter_cli.devstack import StackUrls
 from spotter_orchestrator.emitter import Emitter
@@ -159,3 +160,37 @@ async def _equals(read, expected: list[str]) -> bool:  # noqa: ANN001
 
 async def _same(got: list[str], expected: list[str]) -> bool:
     return got == expected
+
+
+async def test_nothing_is_stored_or_published_before_the_write_it_comes_after(pool: asyncpg.Pool, stack: StackUrls) -> None:
+    """The model is called while the user's message is still being written: its first delta waits for
+    that write (here a future finished by hand), then is stored and published as usual."""
+    nc = await nats.connect(stack.nats_url)
+    try:
+        turn = await _turn(pool, nc, flush_s=0.3)
+        write: asyncio.Future[object] = asyncio.get_running_loop().create_future()
+        turn.emitter.after(write)
+        first = asyncio.ensure_future(turn.emitter.text("Hel"))
+        await asyncio.sleep(0.2)
+        assert not first.done() and await turn.logged() == [] and turn.heard == []
+        write.set_result(None)
+        await first
+        assert await turn.logged() == ["Hel"]
+        await _until(lambda: _same(turn.heard, ["Hel"]))
+        await turn.emitter.close()
+    finally:
+        await nc.close()
+
+
+async def test_a_failed_write_fails_the_events_that_come_after_it(pool: asyncpg.Pool, stack: StackUrls) -> None:
+    nc = await nats.connect(stack.nats_url)
+    try:
+        turn = await _turn(pool, nc, flush_s=0.3)
+        write: asyncio.Future[object] = asyncio.get_running_loop().create_future()
+        write.set_exception(asyncpg.PostgresConnectionError("the database went away"))
+        turn.emitter.after(write)
+        with pytest.raises(asyncpg.PostgresConnectionError):
+            await turn.emitter.text("Hel")
+        assert await turn.logged() == [] and turn.heard == []
+    finally:
+        await nc.close()

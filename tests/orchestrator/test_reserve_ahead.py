@@ -1,7 +1,7 @@
-"""ModelLoop's reservation asked for ahead of a call (a new message's first call, while its budget
-verdict is still on the way): the call takes that reservation instead of asking again, for the very
-request it was estimated from, and a turn that makes no call gives a granted one back (released, not
-left to expire). Billing stands behind a recording fake here; the path through real billing is run by
+"""ModelLoop's reservation asked for ahead of a call (a new message's first call, whose reservation is
+the message's budget verdict): the call takes that reservation instead of asking again, for the very
+request it was estimated from, a refusal is answered before the call, and a turn that makes no call
+gives a granted one back (released, not left to expire). Billing stands behind a recording fake here; the path through real billing is run by
 every e2e turn."""
 
 from __future__ import annotations
@@ -21,11 +21,14 @@ class Billing:
     def __init__(self, answer: Reservation) -> None:
         self.answer = answer
         self.reserved: list[tuple[str, int | str, int]] = []
+        self.fresh_tier: list[bool] = []
         self.settled: list[SettleUsage] = []
 
     async def reserve_call(self, turn_id: str, call: int | str, *, organization_id: str, model: str,
-                           input_tokens: int, max_output_tokens: int, trace_id: str) -> tuple[str, Reservation]:
+                           input_tokens: int, max_output_tokens: int, trace_id: str,
+                           fresh_tier: bool = False) -> tuple[str, Reservation]:
         self.reserved.append((turn_id, call, input_tokens))
+        self.fresh_tier.append(fresh_tier)
         return f"{turn_id}:{call}", self.answer
 
     async def settle(self, req: SettleUsage, trace_id: str) -> Settlement:
@@ -81,3 +84,20 @@ async def test_a_refused_reservation_is_not_given_back() -> None:
     model_loop.reserve_ahead(ctx, HISTORY)
     await model_loop.give_back(ctx)
     assert billing.settled == [] and ctx.ahead is None
+
+
+async def test_a_new_messages_verdict_is_its_first_reservation_asked_with_the_tier_read_fresh() -> None:
+    billing, ctx = Billing(REFUSED), context()
+    model_loop = loop(billing)
+    model_loop.reserve_ahead(ctx, HISTORY, fresh_tier=True)
+    assert await model_loop.refused(ctx) == Failed(ErrorCode.AGENT_BUDGET_EXCEEDED, "over the cap")
+    assert billing.fresh_tier == [True] and ctx.ahead is None  # nothing held: nothing to give back
+
+    granted, ctx = Billing(GRANTED), context()
+    model_loop = loop(granted)
+    model_loop.reserve_ahead(ctx, HISTORY, fresh_tier=True)
+    assert await model_loop.refused(ctx) is None
+    assert ctx.ahead is not None  # still there for the call to take (or to be given back)
+    await model_loop.give_back(ctx)
+    assert [s.reservation_id for s in granted.settled] == [f"{ctx.turn_id}:0"] and granted.reserved == [
+        (ctx.turn_id, 0, estimate_tokens(model_loop._params(ctx, HISTORY)))]

@@ -213,7 +213,10 @@ class Billing:
 
     async def reserve(self, req: ReserveBudget) -> Reservation:
         org = _uuid(req.organization_id, "organization_id")
-        cap = daily_cap(self._cached_tier(org) or await self._tier(org, cached=True))
+        # A new message's first call reads the tier fresh, as the pre-check does: its reservation is
+        # that message's verdict, so an upgrade counts at once. Later calls take it from the cache.
+        tier = await self._tier(org) if req.fresh_tier else self._cached_tier(org) or await self._tier(org, cached=True)
+        cap = daily_cap(tier)
         now = self._now()
         day = now.date()
         amount = self._rates.upper_bound(req.model, req.input_tokens, req.max_output_tokens, day)
@@ -321,8 +324,9 @@ class Billing:
 
     async def _tier(self, org: str, *, cached: bool = False) -> str:
         """The org's tier. Reserve and settle (a few per model call) take it from a cache of this
-        process, so a tier change reaches their caps within TIER_CACHE_S; the precheck and the usage
-        snapshot read it fresh (and refresh the cache). An unknown org is never cached."""
+        process, so a tier change reaches their caps within TIER_CACHE_S; the precheck, a new message's
+        first reservation and the usage snapshot read it fresh (and refresh the cache). An unknown org
+        is never cached."""
         if cached and (hit := self._tiers.get(org)) is not None and hit[1] > monotonic():
             return hit[0]
         tier = await self._pool.fetchval("SELECT tier::text FROM organizations WHERE id = $1", org)

@@ -81,12 +81,18 @@ class Emitter:
         self._suppress = 0
         # Text streamed since the current model call began: kept as the partial message on cancel.
         self._since_mark = ""
+        # A write the next stored event comes after (the turn's user message, `after`).
+        self._after: asyncio.Future[object] | None = None
 
     def suppress_prefix(self, chars: int) -> None:
         self._suppress = chars
 
     def mark(self) -> None:
         self._since_mark = ""
+
+    def after(self, write: asyncio.Future[object]) -> None:
+        """Store no event before `write` is done (and none at all if it fails: its error is raised)."""
+        self._after = write
 
     @property
     def partial_text(self) -> str:
@@ -173,6 +179,9 @@ class Emitter:
 
     async def _write(self, event: SseEvent, finish: tuple[str, str | None] | None = None,
                      before_publish: Callable[[], Awaitable[None]] | None = None) -> int:
+        if self._after is not None:
+            await self._after  # every writer waits for it, and takes its failure if it failed
+            self._after = None
         data = event.model_dump(mode="json", exclude_none=True)
         seq = await self._store.append_event(self.conversation_id, self.turn_id, event.type, data, finish=finish)
         if before_publish is not None:

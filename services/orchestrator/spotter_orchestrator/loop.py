@@ -129,12 +129,27 @@ class ModelLoop:
                     return step
 
     # CallModel ----------------------------------------------------------------------------------
-    def reserve_ahead(self, ctx: LoopContext, history: History) -> None:
-        """Ask for the next call's reservation now, while the turn still waits for something else (a
-        new message's budget verdict). Only for a request that cannot change before the call: the
-        call takes it as it is (`call_model`); a turn that makes no call gives it back (`give_back`)."""
+    def reserve_ahead(self, ctx: LoopContext, history: History, *, fresh_tier: bool = False) -> None:
+        """Ask for the next call's reservation now, before the turn gets to the call (a new message's
+        first call: its reservation is the message's budget verdict, `refused`). Only for a request that
+        cannot change before the call: the call takes it as it is (`call_model`); a turn that makes no
+        call gives it back (`give_back`)."""
         params = self._params(ctx, history)
-        ctx.ahead = Ahead(params, asyncio.ensure_future(self._reserve(ctx, params)))
+        ctx.ahead = Ahead(params, asyncio.ensure_future(self._reserve(ctx, params, fresh_tier=fresh_tier)))
+
+    async def refused(self, ctx: LoopContext) -> Failed | None:
+        """The reservation asked for ahead, awaited: why the call may not be made, or None when it was
+        granted (and stays asked for, for the call to take). A refusal holds nothing to give back."""
+        assert ctx.ahead is not None
+        try:
+            _, held = await ctx.ahead.reservation
+        except RemoteError as exc:
+            ctx.ahead = None
+            return _invalid(exc)
+        failed = _refusal(held)
+        if failed is not None:
+            ctx.ahead = None
+        return failed
 
     async def give_back(self, ctx: LoopContext) -> None:
         """Release a reservation asked for ahead of a call that will not be made."""
@@ -158,12 +173,13 @@ class ModelLoop:
             "messages": with_recent_activity(with_cached_tail(messages), ctx.activity),
         }
 
-    async def _reserve(self, ctx: LoopContext, params: dict[str, Any]) -> tuple[str, Reservation]:
+    async def _reserve(self, ctx: LoopContext, params: dict[str, Any], *, fresh_tier: bool = False) -> tuple[str, Reservation]:
         # ctx.rounds starts at the turn's recorded model calls, so a redelivered attempt repeats the
         # id of the call its dead predecessor had in flight and takes over that call's hold.
         return await self._peers.reserve_call(
             ctx.turn_id, ctx.rounds, organization_id=ctx.actor.organization_id, model=ctx.model,
             input_tokens=estimate_tokens(params), max_output_tokens=ctx.max_tokens, trace_id=ctx.trace_id,
+            fresh_tier=fresh_tier,
         )
 
     async def call_model(self, ctx: LoopContext, history: History) -> RunTools | Finished | Failed:
@@ -172,16 +188,18 @@ class ModelLoop:
         try:
             reservation_id, held = await (ahead.reservation if ahead is not None else self._reserve(ctx, params))
         except RemoteError as exc:
-            if exc.code != ErrorCode.INVALID_REQUEST:
-                raise  # billing unavailable: the command is redelivered
-            # Fail closed: a model the rate card cannot price today is never called (nor priced at $0).
-            return Failed(ErrorCode.INVALID_REQUEST, exc.message)
-        finally:
-            await ctx.written()  # the reservation and the turn's pending write overlap; both are done here
-        if not held.ok:
-            return Failed(ErrorCode.AGENT_BUDGET_EXCEEDED, held.message or "Daily AI budget reached.")
+            await ctx.written()
+            return _invalid(exc)
+        if (failed := _refusal(held)) is not None:
+            await ctx.written()
+            return failed
         ctx.rounds += 1
         ctx.emitter.mark()
+        # The model is called while the turn's pending write (the user's message) lands: the call's
+        # first token is a model's time-to-first-token away. Nothing the call yields is stored or
+        # published before that write is done: not its text (the emitter waits for it), not its reply.
+        if ctx.pending_write is not None:
+            ctx.emitter.after(ctx.pending_write)
         try:
             reply = await self._model.stream(params, ctx.emitter.text)
         except ProviderError as exc:
@@ -191,6 +209,7 @@ class ModelLoop:
             # Stopped by the user: release the hold rather than leave it until it expires.
             await asyncio.shield(self._settle(ctx, reservation_id, None))
             raise
+        await ctx.written()
         await ctx.emitter.flush()
         usage = await self._settle(ctx, reservation_id, reply)
         # The message, the call's usage on the turn and its message_done: one statement, then published.
@@ -362,6 +381,17 @@ class ModelLoop:
             error = ToolError(code="tool_unavailable", message=f"The tool could not be run ({type(exc).__name__}).",
                               hint="Try again later or tell the user it is unavailable.")
             return ToolOutcome(tool_use_id=call.id, status="failed", duration_ms=0, inverse_available=False, error=error)
+
+
+def _invalid(exc: RemoteError) -> Failed:
+    if exc.code != ErrorCode.INVALID_REQUEST:
+        raise exc  # billing unavailable: the command is redelivered
+    # Fail closed: a model the rate card cannot price today is never called (nor priced at $0).
+    return Failed(ErrorCode.INVALID_REQUEST, exc.message)
+
+
+def _refusal(held: Reservation) -> Failed | None:
+    return None if held.ok else Failed(ErrorCode.AGENT_BUDGET_EXCEEDED, held.message or "Daily AI budget reached.")
 
 
 def estimate_tokens(params: dict[str, Any]) -> int:

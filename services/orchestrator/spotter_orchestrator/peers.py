@@ -97,7 +97,8 @@ class Peers:
         return await edges.reserve_budget(req, timeout=BILLING_TIMEOUT_S, trace_id=trace_id)
 
     async def reserve_call(self, turn_id: str, call: int | str, *, organization_id: str, model: str,
-                           input_tokens: int, max_output_tokens: int, trace_id: str) -> tuple[str, Reservation]:
+                           input_tokens: int, max_output_tokens: int, trace_id: str,
+                           fresh_tier: bool = False) -> tuple[str, Reservation]:
         """Reserve for the model call `call` of a turn under its derived id (see call_reservation_id):
         a redelivered attempt finds its dead predecessor's hold. When that predecessor had already
         settled the call, the call is being made again: it is reserved under the next repeat's id."""
@@ -106,7 +107,7 @@ class Peers:
             reservation_id = call_reservation_id(turn_id, call, repeat)
             held = await self.reserve(ReserveBudget(
                 reservation_id=reservation_id, organization_id=organization_id, model=model,
-                input_tokens=input_tokens, max_output_tokens=max_output_tokens,
+                input_tokens=input_tokens, max_output_tokens=max_output_tokens, fresh_tier=fresh_tier,
             ), trace_id)
             if not held.settled:
                 return reservation_id, held

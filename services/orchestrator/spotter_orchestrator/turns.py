@@ -18,7 +18,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 from spotter_shared import bus, metrics, telemetry
-from spotter_shared.contracts.billing import BudgetVerdict
 from spotter_shared.contracts.commands import (
     Actor, Admission, AdmitCommand, CancelSuspended, CancelTurn, ConfirmTool, ConversationFlags, OrganizeConversation,
     PickTool, SendMessage, TurnCommand, UndoTool,
@@ -122,8 +121,8 @@ class TurnRunner:
         begun = asyncio.ensure_future(self._store.begin_turn(
             cmd, self._settings.spotter_model, started.model_dump(mode="json", exclude_none=True) if started else None,
             replay=first and not cmd.is_new))
-        # A first delivery has not stored its message yet, so it will check the budget and search for
-        # ambient context: both start now, beside the turn's set-up, as they are on the way to the model call.
+        # A first delivery has not stored its message yet, so it will search for ambient context: that
+        # starts now, beside the turn's set-up, as it is on the way to the model call.
         asked = FirstQuestions.ask(self._peers, cmd) if first else None
         # What the turn reads first comes with begin_turn's statement: the org and the caller, and the replay.
         # Only on a first delivery: the gateway claimed the conversation for this turn before publishing it,
@@ -333,34 +332,37 @@ class TurnRunner:
 
             if not any(m.turn_id == cmd.turn_id and m.role == "user" for m in stored):
                 # Ambient search runs once per user message (a redelivered turn replays the stored block).
-                # It embeds the message (tens of ms for a new one), so it runs while the budget is checked
-                # and any open batch is closed, not after: it is on the way to the first token.
+                # It embeds the message (tens of ms for a new one), so it runs while the turn is set up
+                # (and any open batch is closed), not after: it is on the way to the first token.
                 asked = asked or FirstQuestions.ask(self._peers, cmd)
                 message: StoredMessage | None = None
                 try:
                     if not _open_batch(stored):
                         # Nothing to close first: once the search has answered, the first request is
-                        # known, and its reservation is asked for beside the verdict instead of after
-                        # it (unless a compaction is due). A refusal is still answered at once.
-                        await asyncio.wait((asked.budget, asked.ambient), return_when=asyncio.FIRST_COMPLETED)
-                        if not asked.budget.done() or asked.budget.result().ok:
-                            message = self._user_message(cmd, org, await asked.ambient)
-                            if not self._summaries.due([*stored, message]):
-                                ctx = await self._context(cmd, turn, emitter, logged, [*stored, message], org=org,
-                                                          activity=activity)
-                                self._loop.reserve_ahead(ctx, history_of([*stored, message], self._settings.spotter_prompt_layout))
-                    verdict = await asked.budget
-                    if not verdict.ok:
-                        return Failed(ErrorCode.AGENT_BUDGET_EXCEEDED, verdict.message or "Daily AI budget reached.")
+                        # known, and its reservation (the tier read fresh) is the message's budget
+                        # verdict: one question to billing instead of a pre-check and then a reservation.
+                        message = self._user_message(cmd, org, await asked.ambient)
+                        if not self._summaries.due([*stored, message]):
+                            ctx = await self._context(cmd, turn, emitter, logged, [*stored, message], org=org,
+                                                      activity=activity)
+                            self._loop.reserve_ahead(ctx, history_of([*stored, message], self._settings.spotter_prompt_layout),
+                                                     fresh_tier=True)
+                            if (refused := await self._loop.refused(ctx)) is not None:
+                                return refused
+                    if ctx is None:
+                        # A batch to close or a compaction first: the pre-check answers for the message.
+                        verdict = await self._peers.precheck(cmd.actor.organization_id, cmd.trace_id)
+                        if not verdict.ok:
+                            return Failed(ErrorCode.AGENT_BUDGET_EXCEEDED, verdict.message or "Daily AI budget reached.")
                     stored = await self._close_open_batch(cmd, stored, "superseded_by_user",
                                                           "The user sent a new message instead of answering; this was not run.")
                     await delivery.keepalive()
                     message = message or self._user_message(cmd, org, await asked.ambient)
                 finally:
                     asked.drop()
-                # The user's message is written while the model call is prepared and its budget reserved;
-                # the model is not called before it is stored (LoopContext.written), so nothing the turn
-                # publishes can come before it.
+                # The user's message is written once the budget has said yes (a refused message is not
+                # stored), while the model call is prepared and made: nothing the call yields is stored or
+                # published before the message is (ModelLoop.call_model), so nothing comes before it.
                 write = asyncio.create_task(self._store.append_message(
                     cmd.conversation_id, cmd.turn_id, "user", message.content, page_context=message.page_context,
                     message_id=message.id))
@@ -383,7 +385,7 @@ class TurnRunner:
                 # Asked for ahead and not taken by a call (a refusal, a failure): given back, not left to expire.
                 await asyncio.shield(self._loop.give_back(ctx))
             if write is not None:
-                await write  # already awaited before any model call; here for the paths that made none
+                await write  # awaited by the model call once it has answered; here for the paths that made none
 
     @staticmethod
     def _user_message(cmd: SendMessage, org: OrgContext, ambient: list[AmbientHit]) -> StoredMessage:
@@ -688,26 +690,22 @@ class EarlyLease:
 
 @dataclass(frozen=True)
 class FirstQuestions:
-    """What a new user message asks before its model call (the budget's pre-check and ambient search),
-    asked at once and side by side; each is awaited where the turn needs it."""
+    """What a new user message asks before its model call that needs nothing the turn reads (ambient
+    search), asked at once, beside the turn's set-up; awaited where the turn needs it."""
 
-    budget: asyncio.Task[BudgetVerdict]
     ambient: asyncio.Task[list[AmbientHit]]
 
     @classmethod
     def ask(cls, peers: Peers, cmd: SendMessage) -> FirstQuestions:
-        org = cmd.actor.organization_id
-        return cls(budget=asyncio.create_task(peers.precheck(org, cmd.trace_id)),
-                   ambient=asyncio.create_task(peers.ambient(org, cmd.message, cmd.trace_id)))
+        return cls(ambient=asyncio.create_task(peers.ambient(cmd.actor.organization_id, cmd.message, cmd.trace_id)))
 
     def drop(self) -> None:
         """Cancel what is still asked (a refused, failed or duplicate turn has no use for it); a
         failure nobody awaited is taken here, so it is not reported as never retrieved."""
-        for task in (self.budget, self.ambient):
-            if not task.done():
-                task.cancel()
-            elif not task.cancelled():
-                task.exception()
+        if not self.ambient.done():
+            self.ambient.cancel()
+        elif not self.ambient.cancelled():
+            self.ambient.exception()
 
 
 _ENDPOINTS: dict[type, Endpoint] = {SendMessage: "messages", ConfirmTool: "confirm", PickTool: "pick", UndoTool: "undo",

@@ -38,6 +38,11 @@ class ReserveBudget(Contract):
     model: str = Field(description="Model id priced from the rate card.")
     input_tokens: int = Field(ge=0, description="Upper estimate of prompt tokens.")
     max_output_tokens: int = Field(ge=0, description="max_tokens of the call.")
+    fresh_tier: bool = Field(
+        default=False,
+        description="Read the org's tier fresh rather than from billing's few-second cache: the first call of a "
+                    "new user message, whose reservation is that message's budget verdict (the pre-check's).",
+    )
 
 
 class Reservation(Contract):
