@@ -19,7 +19,6 @@ import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
-from time import monotonic
 from typing import TypeVar
 
 import asyncpg
@@ -42,13 +41,13 @@ from spotter_shared.errors import ErrorCode, SpotterError
 from .caps import UNMETERED, daily_cap, precheck_verdict, refusal_message
 from .ledger import LOCK_EXCLUSIVE, PENDING, Charge, Keys, Ledger
 from .pricing import RateCard
+from .tiers import Tiers
 
 
 Clock = Callable[[], datetime]
 
 # How long reserve and settle trust an org's tier read by this process, and for how many orgs.
-TIER_CACHE_S = 5.0
-TIER_CACHE_SIZE = 10_000
+KEY_CACHE_SIZE = 10_000
 # Share of the daily cap from which the usage snapshot asks the client to suggest an upgrade.
 UPGRADE_HINT_AT = 0.8
 T = TypeVar("T")
@@ -183,13 +182,20 @@ class Billing:
             # A claim outlives any settle transaction; if its holder dies, a retry may claim again.
             claim_ms=_ms(timedelta(minutes=1)),
         )
-        self._tiers: dict[str, tuple[str, float]] = {}
+        self._tiers = Tiers(pool)
         self._key_cache: dict[tuple[str, date], Keys] = {}
         self._reserve_script = redis.register_script(_RESERVE)
         self._reserves: Batches[_Reserve] = Batches(self._reserve_together)
         self._snapshot_script = redis.register_script(_SNAPSHOT)
         self._release_script = redis.register_script(_RELEASE)
         self._held_script = redis.register_script(_HELD)
+
+    async def start(self) -> None:
+        """Listen for tier changes, so a cached tier is exact (tiers.py)."""
+        await self._tiers.start()
+
+    async def stop(self) -> None:
+        await self._tiers.stop()
 
     # ------------------------------------------------------------------ endpoints
 
@@ -198,10 +204,10 @@ class Billing:
         now = self._now()
         # An org metered moments ago: its spend is read while its tier is read fresh (one round trip
         # instead of two on the way to the turn's first token); the fresh tier decides.
-        cached = self._cached_tier(org)
+        cached = self._tiers.cached(org)
         early = asyncio.ensure_future(self._spend(org, now)) if cached is not None and daily_cap(cached) != UNMETERED else None
         try:
-            cap = daily_cap(await self._tier(org))
+            cap = daily_cap(await self._tiers.read(org, fresh=True))
             if cap == UNMETERED:
                 return precheck_verdict(cap, 0)
             spent, held = await (early or self._spend(org, now))
@@ -215,7 +221,8 @@ class Billing:
         org = _uuid(req.organization_id, "organization_id")
         # A new message's first call reads the tier fresh, as the pre-check does: its reservation is
         # that message's verdict, so an upgrade counts at once. Later calls take it from the cache.
-        tier = await self._tier(org) if req.fresh_tier else self._cached_tier(org) or await self._tier(org, cached=True)
+        tier = self._tiers.cached(org) if not req.fresh_tier else None
+        tier = tier or await self._tiers.read(org, fresh=req.fresh_tier)
         cap = daily_cap(tier)
         now = self._now()
         day = now.date()
@@ -246,8 +253,8 @@ class Billing:
         org = _uuid(req.organization_id, "organization_id")
         user = _uuid(req.user_id, "user_id")
         conversation = _uuid(req.conversation_id, "conversation_id") if req.conversation_id is not None else None
-        if self._cached_tier(org) is None:
-            await self._tier(org, cached=True)  # only that the org exists
+        if self._tiers.cached(org) is None:
+            await self._tiers.read(org, fresh=False)  # only that the org exists
         now = self._now()
         keys = self._keys(org, now.date())
         if req.usage is None:
@@ -268,7 +275,7 @@ class Billing:
 
     async def usage(self, req: UsageQuery) -> UsageSnapshot:
         org = _uuid(req.organization_id, "organization_id")
-        tier = await self._tier(org)
+        tier = await self._tiers.read(org, fresh=True)
         cap = daily_cap(tier)
         now = self._now()
         spent, held = await self._spend(org, now)
@@ -306,36 +313,15 @@ class Billing:
         now = self._clock()
         return now.replace(tzinfo=UTC) if now.tzinfo is None else now.astimezone(UTC)
 
-    def _cached_tier(self, org: str) -> str | None:
-        """The org's tier from this process's cache while it is fresh (no coroutine on the hot path)."""
-        if (hit := self._tiers.get(org)) is not None and hit[1] > monotonic():
-            return hit[0]
-        return None
-
     def _keys(self, org: str, day: date) -> Keys:
         """The org's keys for the day, one instance per org and day while cached (their names are
         worked out once, see Keys)."""
         keys = self._key_cache.get((org, day))
         if keys is None:
-            if len(self._key_cache) >= TIER_CACHE_SIZE:
+            if len(self._key_cache) >= KEY_CACHE_SIZE:
                 self._key_cache.clear()  # bounded, as the tiers
             keys = self._key_cache[(org, day)] = Keys(org, day)
         return keys
-
-    async def _tier(self, org: str, *, cached: bool = False) -> str:
-        """The org's tier. Reserve and settle (a few per model call) take it from a cache of this
-        process, so a tier change reaches their caps within TIER_CACHE_S; the precheck, a new message's
-        first reservation and the usage snapshot read it fresh (and refresh the cache). An unknown org
-        is never cached."""
-        if cached and (hit := self._tiers.get(org)) is not None and hit[1] > monotonic():
-            return hit[0]
-        tier = await self._pool.fetchval("SELECT tier::text FROM organizations WHERE id = $1", org)
-        if tier is None:
-            raise SpotterError(ErrorCode.NOT_FOUND, "organization not found")
-        if len(self._tiers) >= TIER_CACHE_SIZE:
-            self._tiers.clear()  # bounded: an idle org's entry does not live for ever
-        self._tiers[org] = (tier, monotonic() + TIER_CACHE_S)
-        return tier
 
     async def _spend(self, org: str, now: datetime) -> tuple[int, int]:
         """Today's settled spend and the live holds of an org."""

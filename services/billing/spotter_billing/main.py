@@ -21,6 +21,7 @@ __all__ = ["BillingSettings", "create_app", "run"]
 def create_app(settings: BillingSettings) -> FastStream:
     schedules: list[SnapshotSchedule] = []
     serving: list[bus.Serving] = []
+    cores: list[Billing] = []
 
     async def make_core(infra: Infra) -> Billing:
         rates = RateCard.load(settings.spotter_billing_rates_file)
@@ -30,6 +31,8 @@ def create_app(settings: BillingSettings) -> FastStream:
         schedule.start()
         schedules.append(schedule)
         billing = Billing(infra.pool, infra.redis, rates, hold_ttl=hold_ttl)
+        await billing.start()
+        cores.append(billing)
         infra.gauges.add(billing.sample_holds)
         serving.append(await responders.start(infra.broker, billing))
         return billing
@@ -37,6 +40,8 @@ def create_app(settings: BillingSettings) -> FastStream:
     async def on_stop() -> None:
         for schedule in schedules:
             await schedule.stop()
+        for core in cores:
+            await core.stop()
 
     broker = service_broker("spotter-billing", settings, router)
     return service_app("billing", settings, broker, make_core, on_stop=on_stop, serving=serving)
