@@ -221,9 +221,8 @@ class Billing:
         org = _uuid(req.organization_id, "organization_id")
         # A new message's first call reads the tier fresh, as the pre-check does: its reservation is
         # that message's verdict, so an upgrade counts at once. Later calls take it from the cache.
-        tier = self._tiers.cached(org) if not req.fresh_tier else None
-        tier = tier or await self._tiers.read(org, fresh=req.fresh_tier)
-        cap = daily_cap(tier)
+        fresh = req.fresh_tier
+        cap = daily_cap(self._tiers.cached(org, fresh=fresh) or await self._tiers.read(org, fresh=fresh))
         now = self._now()
         day = now.date()
         amount = self._rates.upper_bound(req.model, req.input_tokens, req.max_output_tokens, day)

@@ -50,18 +50,20 @@ class Tiers:
             with contextlib.suppress(asyncio.CancelledError):
                 await watch
 
-    def cached(self, org: str) -> str | None:
-        """The org's tier when this process read it recently enough for a reserve or a settle."""
+    def cached(self, org: str, *, fresh: bool = False) -> str | None:
+        """The org's tier from memory when it may be used (no coroutine on the hot path): for a reserve or
+        a settle, read recently enough; for a read that must be `fresh`, only while listening."""
+        if fresh and not self._listening:
+            return None
         if (hit := self._tiers.get(org)) is not None and monotonic() - hit[1] < (WATCHED_S if self._listening else CACHED_S):
             return hit[0]
         return None
 
     async def read(self, org: str, *, fresh: bool) -> str:
-        """The org's tier: `fresh`, as it is now (from the cache only while listening), else as recently
-        as `cached` allows. An unknown org is refused and never cached."""
-        if (hit := self._tiers.get(org)) is not None and (self._listening or not fresh):
-            if monotonic() - hit[1] < (WATCHED_S if self._listening else CACHED_S):
-                return hit[0]
+        """The org's tier, from memory when `cached` allows, else from Postgres (and then remembered,
+        unless a change was heard meanwhile). An unknown org is refused and never cached."""
+        if (tier := self.cached(org, fresh=fresh)) is not None:
+            return tier
         generation = self._generation
         tier = await self._pool.fetchval("SELECT tier::text FROM organizations WHERE id = $1", org)
         if tier is None:

@@ -384,6 +384,7 @@ class ModelLoop:
 
 
 def _invalid(exc: RemoteError) -> Failed:
+    """A reservation billing refused as invalid, as the turn's failure; any other error is raised."""
     if exc.code != ErrorCode.INVALID_REQUEST:
         raise exc  # billing unavailable: the command is redelivered
     # Fail closed: a model the rate card cannot price today is never called (nor priced at $0).
