@@ -36,9 +36,8 @@ class Tiers:
         # Bumped by every change heard and every start or loss of listening: a read begun before it is
         # not cached (it may have read the tier from before the change).
         self._generation = 0
-        self._listening = False
         self._watch: asyncio.Task[None] | None = None
-        self.listening_now = asyncio.Event()  # set while listening (tests and the readiness of this cache)
+        self.listening_now = asyncio.Event()  # set while listening: a cached tier is then exact
 
     async def start(self) -> None:
         self._watch = asyncio.create_task(self._listen_while_running(), name="billing-tier-watch")
@@ -53,9 +52,10 @@ class Tiers:
     def cached(self, org: str, *, fresh: bool = False) -> str | None:
         """The org's tier from memory when it may be used (no coroutine on the hot path): for a reserve or
         a settle, read recently enough; for a read that must be `fresh`, only while listening."""
-        if fresh and not self._listening:
+        listening = self.listening_now.is_set()
+        if fresh and not listening:
             return None
-        if (hit := self._tiers.get(org)) is not None and monotonic() - hit[1] < (WATCHED_S if self._listening else CACHED_S):
+        if (hit := self._tiers.get(org)) is not None and monotonic() - hit[1] < (WATCHED_S if listening else CACHED_S):
             return hit[0]
         return None
 
@@ -100,12 +100,10 @@ class Tiers:
             await conn.add_listener(CHANNEL, self._changed)
             # Whatever was cached before now may have changed unheard: from here every change is heard.
             self._forget_all()
-            self._listening = True
             self.listening_now.set()
             await lost.wait()
             log.warning("the connection listening for tier changes was lost")
         finally:
-            self._listening = False
             self.listening_now.clear()
             self._forget_all()
             with contextlib.suppress(Exception):
