@@ -24,6 +24,12 @@ COACH_TOOLS = {"message_notify_user", "message_ask_user", "idle", "generate_work
                "remove_exercise", "log_workout", "fetch_data", "set_current_location"}
 
 
+def marker() -> str:
+    """A word to find this test's requests among the simulator's: it starts with a letter no UUID has, so no
+    other test's request (whose messages carry ids in their tool results) can contain it by chance."""
+    return f"q{uuid.uuid4().hex[:12]}"
+
+
 def base(org_id: str) -> str:
     return f"/organizations/{org_id}/coach"
 
@@ -79,7 +85,7 @@ async def test_the_smoke_test_of_seed_003(http: httpx.AsyncClient, pool: asyncpg
     assert (session["sessionType"], session["source"], session["status"]) == ("agent", "coach", "draft")
 
     # 2. A workout request, answered whole.
-    tag = uuid.uuid4().hex[:6]
+    tag = marker()
     r = await http.post(f"{base(studio.org.id)}/chat", headers=member,
                         json={"message": f"Give me a quick chest workout ({tag})", "sessionId": session["id"]})
     assert r.status_code == 200, r.text
@@ -158,7 +164,7 @@ async def test_the_smoke_test_of_seed_003(http: httpx.AsyncClient, pool: asyncpg
 
 async def test_forced_tool_use_where_the_model_accepts_it(http: httpx.AsyncClient, pool: asyncpg.Pool, sim: Sim) -> None:
     studio = await make_studio(pool)
-    tag = uuid.uuid4().hex[:6]
+    tag = marker()
     r = await http.post(f"{base(studio.org.id)}/chat", headers=auth(studio.member.user_id),
                         json={"message": f"hello coach ({tag})", "model": "claude-haiku-4-5"})
     assert r.status_code == 200, r.text
@@ -169,7 +175,7 @@ async def test_forced_tool_use_where_the_model_accepts_it(http: httpx.AsyncClien
 async def test_a_reply_without_a_tool_call_gets_one_correction_and_the_member_never_sees_its_text(
         http: httpx.AsyncClient, pool: asyncpg.Pool, sim: Sim) -> None:
     studio = await make_studio(pool)
-    tag = uuid.uuid4().hex[:6]
+    tag = marker()
     await sim.script(f"chatty {tag}", {"text": "SECRET untracked text", "tool_uses": []},
                      {"text": None, "tool_uses": [{"name": "message_notify_user", "input": {"message": "Hi there!"}}]},
                      {"text": None, "tool_uses": [{"name": "idle", "input": {"reason": "done"}}]})
@@ -206,7 +212,7 @@ async def test_the_operator_never_sees_coach_tools(http: httpx.AsyncClient, pool
     from .client import send
 
     studio = await make_studio(pool)
-    tag = uuid.uuid4().hex[:6]
+    tag = marker()
     stream = await send(http, studio.org.id, studio.owner.user_id, f"who am I? ({tag})")
     assert stream.types()[-1] == "done"
     operator = [r["body"] for r in await sim.requests() if r.get("body") and tag in json.dumps(r["body"]["messages"])]
@@ -215,7 +221,7 @@ async def test_the_operator_never_sees_coach_tools(http: httpx.AsyncClient, pool
 
 async def test_a_failing_initializer_or_tool_never_ends_the_run(http: httpx.AsyncClient, pool: asyncpg.Pool, sim: Sim) -> None:
     studio = await make_studio(pool)
-    tag = uuid.uuid4().hex[:6]
+    tag = marker()
     await sim.fault(status=529, kind="initializer", match=tag, count=5)
     await sim.script(f"broken {tag}",
                      {"text": None, "tool_uses": [{"name": "generate_workout", "input": {"workout": {"title": "x", "exercises": []}}}]},
@@ -251,7 +257,7 @@ async def test_a_replica_killed_mid_run_finishes_the_run_once(http: httpx.AsyncC
     import asyncio
 
     studio = await make_studio(pool)
-    tag = uuid.uuid4().hex[:6]
+    tag = marker()
     orchestrator = platform.procs["spotter-orchestrator"]
     await sim.latency(ttft_ms=300, tokens_per_second=40)
     try:
@@ -301,7 +307,7 @@ async def test_the_parity_matrix(http: httpx.AsyncClient, pool: asyncpg.Pool, si
     a swap, the cache read from the second iteration on, frames in order, every request valid."""
     studio = await make_studio(pool)
     member = auth(studio.member.user_id)
-    tag = uuid.uuid4().hex[:6]
+    tag = marker()
     hello = await frames(http, f"{base(studio.org.id)}/stream", member, {"message": f"hello coach ({tag})", "model": model})
     assert [f["type"] for _, f in hello if f["type"] in ("message_notify_user", "idle", "done") and f.get("status") != "done"] \
         == ["message_notify_user", "idle", "done"]
