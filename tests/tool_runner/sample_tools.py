@@ -99,6 +99,16 @@ async def refuse(ctx: ToolContext, args: CreateNoteInput) -> dict:
     raise ToolFailure("conflict", f"{args.name} already exists.", hint="Pick another name.")
 
 
+@router.read("bad_query", "A statement fails (aborting the transaction); the handler turns it into a typed failure.")
+async def bad_query(ctx: ToolContext, args: CreateNoteInput) -> dict:
+    await _visit(ctx)
+    try:
+        await ctx.conn.fetchval("SELECT 1 / 0")
+    except asyncpg.exceptions.DivisionByZeroError:
+        raise ToolFailure("invalid_input", f"{args.name} cannot be computed.", hint="Ask for something else.") from None
+    return {"ok": True}
+
+
 @router.read("owner_only", "Only owners may call it.", roles={"owner"})
 async def owner_only(ctx: ToolContext, args: CreateNoteInput) -> dict:
     await _visit(ctx)
@@ -111,7 +121,7 @@ pick = router.picker("pick", "Ask the user to pick.", input=IdInput)
 def build_test_registry() -> Registry:
     registry = Registry()
     registry.register_module(read)
-    for decl in (create_note, delete_note, explode, refuse, owner_only, pick):
+    for decl in (create_note, delete_note, explode, refuse, bad_query, owner_only, pick):
         registry.register(decl)
     registry.check()
     return registry

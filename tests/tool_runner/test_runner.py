@@ -12,6 +12,7 @@ import asyncpg
 from prometheus_client import REGISTRY
 import pytest
 
+from spotter_shared.db import create_pool
 from spotter_shared.errors import ErrorCode, SpotterError
 from spotter_tool_runner.runner import ToolRunner
 
@@ -172,6 +173,40 @@ async def test_a_tool_failure_keeps_its_code_and_hint_across_replays(pool, test_
         "conflict",
         "Murph already exists.",
     )
+
+
+async def test_a_read_whose_statement_failed_records_its_typed_failure(pool, test_runner, conv) -> None:
+    """A read runs without a savepoint: a failed statement aborts the call's transaction, which is rolled
+    back, and the failure is recorded after it, under the row lock again."""
+    cmd = conv.command("test", "bad_query", {"name": "Murph"})
+    p = probe(cmd.tool_use_id)
+    outcome = await test_runner.execute(cmd)
+    assert (outcome.status, outcome.error.code, outcome.error.message) == ("failed", "invalid_input", "Murph cannot be computed.")
+    [row] = await execution_rows(pool, conv.id, cmd.tool_use_id)
+    assert (row["status_text"], row["error_code"]) == ("failed", "invalid_input")
+    again = await test_runner.execute(cmd)
+    assert (again.replayed, again.error, p.calls) == (True, outcome.error, 1)
+
+
+async def test_a_read_call_is_claimed_locked_run_and_ended_with_no_savepoint_or_membership_query(db_url, registry, conv) -> None:
+    """The membership check rides on the row lock and a read has no savepoint: the claim, BEGIN, the lock
+    (with the check), the read's own statements, the terminal update, COMMIT."""
+    sent: list[str] = []
+    cmd = conv.command("read", "get_current_context", {})
+    own = await create_pool(db_url, max_size=1)  # one connection, which logs what it is sent
+    try:
+        async with own.acquire() as conn:
+            conn.add_query_logger(lambda record: sent.append(" ".join(record.query.split())))
+        runner = ToolRunner(own, registry)
+        await runner.execute(conv.command("read", "get_current_context", {}))  # the statements prepared
+        sent.clear()
+        outcome = await runner.execute(cmd)
+    finally:
+        await own.close()
+    assert outcome.status == "succeeded", outcome
+    kinds = [q.split()[0].upper() for q in sent]
+    assert "SAVEPOINT" not in kinds and not any("FROM memberships WHERE id" in q for q in sent), sent
+    assert kinds[:3] == ["INSERT", "BEGIN;", "SELECT"] and kinds[-2:] == ["UPDATE", "COMMIT;"], sent
 
 
 @pytest.mark.parametrize(

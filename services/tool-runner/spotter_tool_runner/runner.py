@@ -92,8 +92,13 @@ SELECT c.id, m.id, $3, $4, $5, $6, $8::ai_tool_status
 ON CONFLICT (conversation_id, tool_use_id) DO NOTHING
 """
 
+# The call's row, locked, and whether the actor still holds the role it states (the check `_admit` makes),
+# in one statement.
 _LOCK = """
-SELECT e.id, e.status::text AS status, e.router, e.action, e.input, e.output, e.error_code, e.error_message, e.duration_ms
+SELECT e.id, e.status::text AS status, e.router, e.action, e.input, e.output, e.error_code, e.error_message, e.duration_ms,
+       EXISTS (SELECT 1 FROM memberships m
+                WHERE m.id = $4 AND m.organization_id = $3 AND m.user_id = $5 AND m.role::text = $6
+                  AND m.status = 'active') AS member
   FROM ai_tool_executions e JOIN ai_conversations c ON c.id = e.conversation_id
  WHERE e.conversation_id = $1 AND e.tool_use_id = $2 AND c.organization_id = $3
    FOR UPDATE OF e
@@ -169,6 +174,15 @@ UPDATE ai_tool_executions
 
 
 UNDO_PREFIX = "undo_"
+
+
+class _ReadFailed(Exception):
+    """A read tool's failure, raised out of the call's transaction so that it is rolled back."""
+
+    def __init__(self, failure: ToolFailure, duration_ms: int) -> None:
+        super().__init__(failure.code)
+        self.failure = failure
+        self.duration_ms = duration_ms
 
 # What the model reads on every call a person turned down or that was closed unanswered.
 NOT_RETRIED = "Do not retry it unless the user asks again."
@@ -408,7 +422,10 @@ class ToolRunner:
             changes: Changes = {}
             async with self._pool.acquire() as conn:
                 await self._claim(conn, cmd)
-                outcome = await self._settle(conn, cmd, link, changes)
+                try:
+                    outcome = await self._settle(conn, cmd, link, changes)
+                except _ReadFailed as failed:
+                    outcome = await self._record(conn, cmd, failed)
             # _settle has committed: what it changed is there for rag to read.
             await self._announce(cmd, changes)
             ToolExecuted(
@@ -426,7 +443,7 @@ class ToolRunner:
         """Run (or hold, or replay) the call in one transaction; `changes` gets what a successful run wrote."""
         async with conn.transaction():
             # The row lock serialises duplicates: a twin waits here until this transaction commits.
-            row = await conn.fetchrow(_LOCK, cmd.conversation_id, cmd.tool_use_id, cmd.actor.organization_id)
+            row = await self._lock(conn, cmd)
             if row is None:
                 raise SpotterError(ErrorCode.NOT_FOUND, "conversation or message not found in this organization")
             if row["status"] in TERMINAL:
@@ -440,7 +457,23 @@ class ToolRunner:
                 failure = ToolFailure("approval_mismatch", "This call differs from the one that was approved; it was not run.",
                                       hint="Ask the user to approve the call again.")
                 return await self._fail(conn, cmd, row["id"], failure, duration_ms=0)
-            return await self._run(conn, cmd, row["id"], link, changes)
+            return await self._run(conn, cmd, row["id"], row["member"], link, changes)
+
+    async def _lock(self, conn: asyncpg.Connection, cmd: ExecuteTool) -> asyncpg.Record | None:
+        actor = cmd.actor
+        return await conn.fetchrow(_LOCK, cmd.conversation_id, cmd.tool_use_id, actor.organization_id,
+                                   actor.membership_id, actor.user_id, actor.role)
+
+    async def _record(self, conn: asyncpg.Connection, cmd: ExecuteTool, failed: _ReadFailed) -> ToolOutcome:
+        """A read's failure, recorded once its transaction is rolled back: under the row lock again, unless
+        a twin that took the lock meanwhile has already ended the call (then its outcome is this one's)."""
+        async with conn.transaction():
+            row = await self._lock(conn, cmd)
+            if row is None:
+                raise SpotterError(ErrorCode.NOT_FOUND, "conversation or message not found in this organization")
+            if row["status"] in TERMINAL:
+                return self._replay(cmd.tool_use_id, cmd.actor.role, row)
+            return await self._fail(conn, cmd, row["id"], failed.failure, duration_ms=failed.duration_ms)
 
     async def _claim(self, conn: asyncpg.Connection, cmd: ExecuteTool) -> None:
         # Committed on its own, before anything runs: the record exists even if this process dies.
@@ -461,7 +494,7 @@ class ToolRunner:
     async def _hold(self, conn: asyncpg.Connection, cmd: ExecuteTool, row: asyncpg.Record) -> ToolOutcome:
         """Validate like a run, then leave the call 'pending' for the user, without running it."""
         try:
-            decl, args = await self._admit(conn, cmd)
+            decl, args = await self._admit(conn, cmd, member=row["member"])
             # A call a rule stops is refused now, rather than after a person approved it.
             gate = self._rules(cmd, decl, args).gate if isinstance(decl, PackTool) else None
         except ToolFailure as failure:
@@ -480,12 +513,13 @@ class ToolRunner:
         conn: asyncpg.Connection,
         cmd: ExecuteTool,
         execution_id: uuid.UUID,
+        member: bool,
         link: dict[str, Any] | None,
         changes: Changes,
     ) -> ToolOutcome:
         warnings: list[str] = []
         try:
-            decl, args = await self._admit(conn, cmd)
+            decl, args = await self._admit(conn, cmd, member=member)
             if decl.kind == "user_picker":
                 # Only ever held: the user's pick, recorded by `resolve`, is its result.
                 raise ToolFailure(
@@ -512,24 +546,36 @@ class ToolRunner:
             search=self._search(cmd.trace_id),
         )
         started = time.perf_counter()
+        reads = decl.side_effects == "read"
         try:
-            # A savepoint: a failing handler leaves nothing behind, while the row lock is kept until
-            # the failure is recorded, so a concurrent duplicate cannot slip in and run it again.
-            async with conn.transaction():
+            if reads:
+                # No savepoint (two statements fewer): a read leaves nothing to undo. If it fails, its
+                # transaction (which a failed statement may have aborted) is rolled back and the failure
+                # recorded after it (`_record`); a twin taking the lock in between would only read again.
                 result = await (decl(ctx, args, warnings) if isinstance(decl, PackTool) else decl(ctx, args))
                 output = to_jsonable_python(result, by_alias=True)
-                audit_log_id = await self._audit(conn, cmd, decl, output, link)
-        except ToolFailure as failure:
-            return await self._fail(conn, cmd, execution_id, failure, duration_ms=_ms_since(started))
+                audit_log_id = None
+            else:
+                # A savepoint: a failing handler leaves nothing behind, while the row lock is kept until
+                # the failure is recorded, so a concurrent duplicate cannot slip in and run it again.
+                async with conn.transaction():
+                    result = await (decl(ctx, args, warnings) if isinstance(decl, PackTool) else decl(ctx, args))
+                    output = to_jsonable_python(result, by_alias=True)
+                    audit_log_id = await self._audit(conn, cmd, decl, output, link)
         except INFRASTRUCTURE_ERRORS:
             raise
-        except Exception:
-            log.exception("tool %s raised (trace %s)", decl.name, cmd.trace_id)
-            failure = ToolFailure(
-                "tool_failed",
-                f"{decl.name} failed unexpectedly (trace {cmd.trace_id}).",
-                hint="Retry once; if it fails again, tell the user and do not repeat the call.",
-            )
+        except Exception as exc:
+            if isinstance(exc, ToolFailure):
+                failure = exc
+            else:
+                log.exception("tool %s raised (trace %s)", decl.name, cmd.trace_id)
+                failure = ToolFailure(
+                    "tool_failed",
+                    f"{decl.name} failed unexpectedly (trace {cmd.trace_id}).",
+                    hint="Retry once; if it fails again, tell the user and do not repeat the call.",
+                )
+            if reads:
+                raise _ReadFailed(failure, _ms_since(started)) from None
             return await self._fail(conn, cmd, execution_id, failure, duration_ms=_ms_since(started))
 
         duration_ms = _ms_since(started)
@@ -567,8 +613,9 @@ class ToolRunner:
                         len(changed.ids), scope, ToolName(cmd.router, cmd.action), cmd.trace_id, repr(exc),
                     )
 
-    async def _admit(self, conn: asyncpg.Connection, cmd: ExecuteTool) -> tuple[Tool, Any]:
-        """Resolve, authorise and validate, in that order; any refusal is a ToolFailure."""
+    async def _admit(self, conn: asyncpg.Connection, cmd: ExecuteTool, *, member: bool | None = None) -> tuple[Tool, Any]:
+        """Resolve, authorise and validate, in that order; any refusal is a ToolFailure. `member` is whether
+        the actor holds its role, when the caller has read it already (`_LOCK`)."""
         decl: Tool | None = self._registry.get(cmd.router, cmd.action)
         if decl is None and self._packs is not None:
             decl = await self._packs.get(cmd.actor.organization_id, cmd.router, cmd.action)
@@ -578,8 +625,9 @@ class ToolRunner:
         if actor.role not in decl.roles:
             raise ToolFailure("forbidden", f"The {actor.role} role may not use {decl.name}.")
         # Defence in depth: the gateway resolved the actor, but never trust a role the caller states.
-        held = await conn.fetchval(_MEMBERSHIP, actor.membership_id, actor.organization_id, actor.user_id, actor.role)
-        if not held:
+        if member is None:
+            member = await conn.fetchval(_MEMBERSHIP, actor.membership_id, actor.organization_id, actor.user_id, actor.role)
+        if not member:
             raise ToolFailure("forbidden", f"The caller is not an active {actor.role} of this organization.")
         if isinstance(decl, PackTool):
             return decl, decl.validate(cmd.input)
