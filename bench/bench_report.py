@@ -133,7 +133,7 @@ def tools_section(tools: dict[str, Any], meta: dict[str, Any], *, handler: bool 
         f"{y['workouts']} workouts.",
         "",
         f"Wall time of `ToolRunner.execute` per call, as the {tools['actor_role']}: the at-most-once bookkeeping "
-        "(claim, row lock, membership check, terminal update) and the handler, each call under a new tool_use id; "
+        "(claim, row lock with the membership check, terminal update) and the handler, each call under a new tool_use id; "
         "no NATS, no model. The database is `ANALYZE`d first, as autovacuum would have done to a live one "
         "(straight after the bulk seed some tools are several times slower). "
         f"{tools['calls_per_tool']} calls per tool after {tools['warmups_per_tool']} warm-ups, "
