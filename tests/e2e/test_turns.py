@@ -52,6 +52,16 @@ async def test_read_tool_turn_streams_in_order_and_persists(http: httpx.AsyncCli
     assert executions[0]["duration_ms"] is not None
     logged = await rows(pool, "SELECT seq, type FROM ai_conversation_events WHERE conversation_id = $1 ORDER BY seq", uuid.UUID(cid))
     assert [r["type"] for r in logged] == types
+    # The last reply, its message_done, `done` and the turn's status were one statement: one transaction id.
+    # `done` reports the turn's usage as the turn's row has it.
+    last = await rows(pool, """SELECT (SELECT xmin::text FROM ai_messages WHERE conversation_id = $1 ORDER BY position DESC LIMIT 1) AS reply,
+                                      (SELECT xmin::text FROM ai_conversation_events WHERE conversation_id = $1 AND type = 'message_done' ORDER BY seq DESC LIMIT 1) AS message_done,
+                                      (SELECT xmin::text FROM ai_conversation_events WHERE conversation_id = $1 AND type = 'done') AS done,
+                                      t.xmin::text AS turn, t.status::text AS status, t.input_tokens, t.output_tokens, t.cost_usd_micros
+                                 FROM ai_turns t WHERE t.conversation_id = $1""", uuid.UUID(cid))
+    assert len(last) == 1 and len({last[0][k] for k in ("reply", "message_done", "done", "turn")}) == 1, last
+    assert (last[0]["status"], last[0]["input_tokens"], last[0]["output_tokens"], last[0]["cost_usd_micros"]) == (
+        "completed", usage["inputTokens"], usage["outputTokens"], usage["costUsdMicros"])
     # The title (summary model, after `done`) is billed to the same day and conversation: at least the turn.
     daily = await rows(pool, "SELECT messages, cost_usd_micros, output_tokens FROM ai_usage_daily WHERE organization_id = $1", uuid.UUID(studio.org.id))
     assert len(daily) == 1 and daily[0]["messages"] == 1

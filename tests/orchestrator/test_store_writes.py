@@ -195,3 +195,42 @@ async def test_a_cancelled_append_is_stored_before_its_caller_stops(pool: asyncp
     assert await pool.fetchval("SELECT count(*) FROM ai_conversation_events WHERE conversation_id = $1",
                                uuid.UUID(cmd.conversation_id)) == 2
     assert await first == 1
+
+
+async def test_a_last_reply_takes_the_turns_done_and_status_when_its_calls_are_the_ones_known(pool: asyncpg.Pool) -> None:
+    from spotter_shared.contracts.events import TurnUsage
+
+    store = Store(pool)
+    cmd = await _send(pool)
+    await store.begin_turn(cmd, "claude-sonnet-5-5", {"type": "conversation_started"})
+    usage = TurnUsage(input_tokens=10, output_tokens=5, cache_read_tokens=3, cache_creation_tokens=2, cost_usd_micros=77)
+    message_done = {"type": "message_done", "messageId": "m", "stopReason": "end_turn"}
+    turn_done = {"type": "done", "conversationId": cmd.conversation_id, "usage": {"inputTokens": 10}}
+
+    async def events() -> list[tuple[int, str]]:
+        rows = await pool.fetch("SELECT seq, type FROM ai_conversation_events WHERE conversation_id = $1 ORDER BY seq",
+                                uuid.UUID(cmd.conversation_id))
+        return [(r["seq"], r["type"]) for r in rows]
+
+    # The turn's row counts one call already, not the none the caller knows of: the reply alone is stored.
+    await pool.execute("UPDATE ai_turns SET model_calls = 1 WHERE id = $1", uuid.UUID(cmd.turn_id))
+    alone = await store.append_reply(cmd.conversation_id, cmd.turn_id, [{"type": "text", "text": "a"}],
+                                     stop_reason="end_turn", usage=usage, model="claude-sonnet-5-5",
+                                     message_id=str(uuid.uuid4()), done=message_done, done_event=(0, turn_done))
+    assert (alone.seq, alone.done_seq) == (2, None)
+    assert await events() == [(1, "conversation_started"), (2, "message_done")]
+    assert await store.turn_status(cmd.turn_id) == "running"
+
+    # It counts the two the caller knows of: message_done, then done, and the turn completed, in one statement.
+    last = await store.append_reply(cmd.conversation_id, cmd.turn_id, [{"type": "text", "text": "b"}],
+                                    stop_reason="end_turn", usage=usage, model="claude-sonnet-5-5",
+                                    message_id=str(uuid.uuid4()), done=message_done, done_event=(2, turn_done))
+    assert (last.seq, last.done_seq) == (3, 4)
+    assert await events() == [(1, "conversation_started"), (2, "message_done"), (3, "message_done"), (4, "done")]
+    assert await pool.fetchval("SELECT data FROM ai_conversation_events WHERE conversation_id = $1 AND seq = 4",
+                               uuid.UUID(cmd.conversation_id)) == turn_done
+    row = await pool.fetchrow("SELECT status::text AS status, error_code, finished_at, model_calls FROM ai_turns WHERE id = $1",
+                              uuid.UUID(cmd.turn_id))
+    assert (row["status"], row["error_code"], row["finished_at"] is not None, row["model_calls"]) == ("completed", None, True, 3)
+    # The next event continues after `done`.
+    assert await store.append_event(cmd.conversation_id, cmd.turn_id, "x", {"type": "x"}) == 5

@@ -83,6 +83,9 @@ class Emitter:
         self._since_mark = ""
         # A write the next stored event comes after (the turn's user message, `after`).
         self._after: asyncio.Future[object] | None = None
+        # The turn's `done`, stored with its last reply (`ended`) and not published yet: (seq, data).
+        self._done: tuple[int, dict] | None = None
+        self.done_stored = False
 
     def suppress_prefix(self, chars: int) -> None:
         self._suppress = chars
@@ -172,6 +175,21 @@ class Emitter:
             delta, self._buffer = self._buffer, ""
             self._last_flush = time.monotonic()
             await self._write(TextDelta(delta=delta))
+
+    def ended(self, seq: int, data: dict) -> None:
+        """The turn's `done` was stored (with its last reply, Store.append_reply) under `seq`: nothing
+        follows it, and it is published by `publish_done` once the lease is let go."""
+        self._done = (seq, data)
+        self.done_stored = True
+
+    async def publish_done(self, before_publish: Callable[[], Awaitable[None]] | None = None) -> None:
+        """Publish the `done` stored by `ended`, once (`before_publish` first, as `finish` does)."""
+        if self._done is None:
+            return
+        if before_publish is not None:
+            await before_publish()
+        (seq, data), self._done = self._done, None
+        await self._publish(seq, data)
 
     async def announce(self, event: SseEvent, seq: int) -> None:
         """Publish an event already stored under `seq` (begin_turn stores a new conversation's first)."""

@@ -15,7 +15,7 @@ from spotter_shared import metrics, observability
 from spotter_shared.contracts.billing import Reservation, SettleUsage
 from spotter_shared.contracts.commands import Actor
 from spotter_shared.contracts.events import (
-    ConfirmationPending, DisambiguationPending, MessageDone, PickCandidate, ToolError, TurnUsage,
+    ConfirmationPending, DisambiguationPending, Done, MessageDone, PickCandidate, ToolError, TurnUsage,
 )
 from spotter_shared.contracts.tools import ExecuteTool, ToolGate, ToolOutcome, ToolSpec
 from anthropic.types import TextBlockParam, ToolParam
@@ -89,6 +89,9 @@ class LoopContext:
     # are not working on a task.
     activity: str | None = None
     rounds: int = 0
+    # The turn's usage as its row has it after `rounds` calls (begin_turn's row, then each reply's
+    # statement): the usage of the `done` stored with the turn's last reply. None when not known.
+    turn_usage: TurnUsage | None = None
     already_announced: set[str] = field(default_factory=set)  # tool ids whose tool_started was logged
     already_completed: set[str] = field(default_factory=set)
     already_pending: set[str] = field(default_factory=set)  # ids whose *_pending event was logged
@@ -212,17 +215,27 @@ class ModelLoop:
         await ctx.written()
         await ctx.emitter.flush()
         usage = await self._settle(ctx, reservation_id, reply)
+        calls = tool_calls(reply.content, ctx.specs)
         # The message, the call's usage on the turn and its message_done: one statement, then published.
+        # A reply that ends the turn (no tool to run) takes the turn's `done` and status with it.
         message_id = str(uuid.uuid4())
         done = MessageDone(message_id=message_id, stop_reason=reply.stop_reason)
+        last = None
+        if not calls and ctx.turn_usage is not None:
+            turn_done = Done(conversation_id=ctx.conversation_id, usage=_plus(ctx.turn_usage, usage))
+            last = (ctx.rounds - 1, turn_done.model_dump(mode="json", exclude_none=True))
         stored = await self._store.append_reply(
             ctx.conversation_id, ctx.turn_id, reply.content, stop_reason=reply.stop_reason, usage=usage,
             model=ctx.model, message_id=message_id, done=done.model_dump(mode="json", exclude_none=True),
+            done_event=last,
         )
+        ctx.turn_usage = stored.turn_usage
+        if stored.done_seq is not None:
+            assert last is not None
+            ctx.emitter.ended(stored.done_seq, last[1])
         history.append({"role": "assistant", "content": reply.content})
         ctx.emitter.mark()
         await ctx.emitter.announce(done, stored.seq)
-        calls = tool_calls(reply.content, ctx.specs)
         # Any tool_use must be answered, whatever the stop reason, or the next request is invalid.
         if calls:
             return RunTools(message_id=message_id, calls=calls)
@@ -381,6 +394,14 @@ class ModelLoop:
             error = ToolError(code="tool_unavailable", message=f"The tool could not be run ({type(exc).__name__}).",
                               hint="Try again later or tell the user it is unavailable.")
             return ToolOutcome(tool_use_id=call.id, status="failed", duration_ms=0, inverse_available=False, error=error)
+
+
+def _plus(turn: TurnUsage, call: TurnUsage) -> TurnUsage:
+    """The turn's usage with one more call's, as append_reply's statement adds them."""
+    return TurnUsage(input_tokens=turn.input_tokens + call.input_tokens, output_tokens=turn.output_tokens + call.output_tokens,
+                     cache_read_tokens=turn.cache_read_tokens + call.cache_read_tokens,
+                     cache_creation_tokens=turn.cache_creation_tokens + call.cache_creation_tokens,
+                     cost_usd_micros=turn.cost_usd_micros + call.cost_usd_micros)
 
 
 def _invalid(exc: RemoteError) -> Failed:

@@ -40,6 +40,7 @@ class TurnRecord:
 class StoredReply:
     seq: int  # its message_done's
     turn_usage: TurnUsage | None  # the turn's, this call's included (its row as the statement left it); None without a row
+    done_seq: int | None = None  # the turn's `done`, when the reply was stored with it (`append_reply`'s `done_event`)
 
 
 @dataclass(frozen=True)
@@ -136,20 +137,30 @@ class Store:
         return _turn(row)
 
     async def append_reply(self, conversation_id: str, turn_id: str, content: Content, *, stop_reason: str | None,
-                           usage: TurnUsage, model: str, message_id: str, done: dict[str, Any]) -> StoredReply:
+                           usage: TurnUsage, model: str, message_id: str, done: dict[str, Any],
+                           done_event: tuple[int, dict[str, Any]] | None = None) -> StoredReply:
         """A model call's reply in one statement: the assistant message, the call's usage added to the
         turn (model_calls + 1), and its `message_done` event (`done`). A crash leaves all three or none,
         so a redelivered turn never sees the message without its usage. Back come the event's number
-        and the turn's usage as the statement left it (its `done` needs no read of the turn after)."""
+        and the turn's usage as the statement left it (its `done` needs no read of the turn after).
+
+        `done_event`, for a reply that ends the turn: (the turn's model calls before this one, its `done`).
+        The `done` (whose usage the caller summed from what it knows) and the turn's `completed` status
+        are stored in the same statement, right after `message_done`, when the turn's row still counts
+        those calls: nobody else added a call whose usage the caller would not know. Otherwise neither is
+        stored (`done_seq` None) and the turn is finished as any other, with the usage read back."""
+        calls_before, done_data = done_event if done_event is not None else (None, None)
         row = await self.pool.fetchrow(
             _APPEND_REPLY,
             uuid.UUID(message_id), uuid.UUID(conversation_id), content, preview_of(content), stop_reason,
             usage.input_tokens, usage.output_tokens, usage.cache_read_tokens, usage.cache_creation_tokens, model,
-            uuid.UUID(turn_id), usage.cost_usd_micros, done,
+            uuid.UUID(turn_id), usage.cost_usd_micros, done, calls_before, done_data,
         )
         if row is None:
             raise LookupError(f"conversation {conversation_id} does not exist")
-        return StoredReply(seq=row["last_event_seq"], turn_usage=_usage(row) if row["input_tokens"] is not None else None)
+        finished = row["finished"]
+        return StoredReply(seq=row["last_event_seq"] - finished, turn_usage=_usage(row) if row["input_tokens"] is not None else None,
+                           done_seq=row["last_event_seq"] if finished else None)
 
     async def conversation_cost(self, conversation_id: str) -> int:
         """What the conversation's turns have cost so far, in USD micros (a pack's rules weigh it)."""
@@ -433,11 +444,16 @@ SELECT turn.*, (SELECT seq FROM started) AS started_seq, {_ORG_COLUMNS},
 _NEXT_POSITION = """greatest(last_message_position,
                (SELECT coalesce(max(position), 0) FROM ai_messages WHERE conversation_id = $2)) + 1"""
 
-# Store.append_reply: one counter bump for both the message's position and its event's seq.
+# Store.append_reply: one counter bump for both the message's position and its events' seqs. `fin`: the
+# turn ends with this reply ($15, its `done`) and its row still counts $14 calls (read before this
+# statement's own update, which every part of it reads past): then `done` follows `message_done`.
 _APPEND_REPLY = f"""
-WITH c AS (
+WITH fin AS (
+    SELECT $15::jsonb IS NOT NULL AND coalesce((SELECT model_calls = $14::int FROM ai_turns WHERE id = $11), false) AS ok),
+c AS (
     UPDATE ai_conversations
-       SET last_message_at = now(), updated_at = now(), last_event_seq = last_event_seq + 1,
+       SET last_message_at = now(), updated_at = now(),
+           last_event_seq = last_event_seq + CASE WHEN (SELECT ok FROM fin) THEN 2 ELSE 1 END,
            last_message_position = {_NEXT_POSITION}
      WHERE id = $2
  RETURNING last_message_position, last_event_seq),
@@ -448,13 +464,18 @@ message AS (
 turn AS (
     UPDATE ai_turns SET input_tokens = input_tokens + $6, output_tokens = output_tokens + $7,
                         cache_read_tokens = cache_read_tokens + $8, cache_creation_tokens = cache_creation_tokens + $9,
-                        cost_usd_micros = cost_usd_micros + $12, model_calls = model_calls + 1
+                        cost_usd_micros = cost_usd_micros + $12, model_calls = model_calls + 1,
+                        status = CASE WHEN (SELECT ok FROM fin) THEN 'completed' ELSE status END,
+                        error_code = CASE WHEN (SELECT ok FROM fin) THEN NULL ELSE error_code END,
+                        finished_at = CASE WHEN (SELECT ok FROM fin) THEN now() ELSE finished_at END
      WHERE id = $11 AND EXISTS (SELECT 1 FROM c)
  RETURNING input_tokens, output_tokens, cache_read_tokens, cache_creation_tokens, cost_usd_micros),
 event AS (
     INSERT INTO ai_conversation_events (conversation_id, seq, turn_id, type, data)
-    SELECT $2, c.last_event_seq, $11, 'message_done', $13 FROM c)
-SELECT c.last_event_seq, turn.* FROM c LEFT JOIN turn ON true
+    SELECT $2, c.last_event_seq - CASE WHEN fin.ok THEN 1 ELSE 0 END, $11, 'message_done', $13 FROM c, fin
+    UNION ALL
+    SELECT $2, c.last_event_seq, $11, 'done', $15 FROM c, fin WHERE fin.ok)
+SELECT c.last_event_seq, (SELECT ok::int FROM fin) AS finished, turn.* FROM c LEFT JOIN turn ON true
 """
 
 # Store._append: the next position under the conversation's row lock, and the message with it.

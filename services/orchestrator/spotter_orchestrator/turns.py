@@ -243,6 +243,8 @@ class TurnRunner:
             await self._finish(meta, emitter, outcome, let_go)
         finally:
             await let_go()
+            # A `done` stored with the turn's last reply is heard of even if the turn failed after it.
+            await emitter.publish_done()
         return outcome
 
     async def _outcome(self, meta: TurnMeta, turn: TurnRecord, delivery: Delivery, emitter: Emitter, body: Body,
@@ -264,6 +266,9 @@ class TurnRunner:
             current = asyncio.current_task()
             if current is not None and current.cancelling():
                 raise  # this process is shutting down: JetStream redelivers the command
+            if emitter.done_stored:
+                # The stop came after the turn's last reply was stored with its `done`: it had ended.
+                return Finished(stop_reason=None)
             return await self._aborted(meta, emitter)
         finally:
             self._running.pop(meta.turn_id, None)
@@ -287,7 +292,10 @@ class TurnRunner:
         match outcome:
             case Finished():
                 usage = outcome.usage if outcome.usage is not None else (await self._store.turn(meta.turn_id)).usage
-                await emitter.finish(Done(conversation_id=meta.conversation_id, usage=usage), "completed", before_publish=let_go)
+                if emitter.done_stored:  # stored with the last reply (ModelLoop.call_model)
+                    await emitter.publish_done(before_publish=let_go)
+                else:
+                    await emitter.finish(Done(conversation_id=meta.conversation_id, usage=usage), "completed", before_publish=let_go)
                 metrics.TURNS.labels("completed").inc()
                 # Both ratios: seed 000's read / (read + input) reads ~1.0 even when every call
                 # re-writes the conversation; the honest one counts the writes too.
@@ -575,7 +583,7 @@ class TurnRunner:
             max_rounds=self._settings.spotter_max_turns,
             system=system_blocks(org, seed),
             tools=tool_params(specs), specs={s.name: s for s in specs}, emitter=emitter,
-            activity=recent, rounds=turn.model_calls,
+            activity=recent, rounds=turn.model_calls, turn_usage=turn.usage,
             already_announced={e["toolUseId"] for e in logged if e["type"] == "tool_started"},
             already_completed={e["toolUseId"] for e in logged if e["type"] == "tool_completed"},
             already_pending={e["toolUseId"] for e in logged if e["type"] in ("confirmation_pending", "disambiguation_pending")},
