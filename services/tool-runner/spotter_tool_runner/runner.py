@@ -443,12 +443,9 @@ class ToolRunner:
         """Run (or hold, or replay) the call in one transaction; `changes` gets what a successful run wrote."""
         async with conn.transaction():
             # The row lock serialises duplicates: a twin waits here until this transaction commits.
-            row = await self._lock(conn, cmd)
-            if row is None:
-                raise SpotterError(ErrorCode.NOT_FOUND, "conversation or message not found in this organization")
-            if row["status"] in TERMINAL:
-                # Already resolved: a duplicate, a redelivery, or the twin that held the lock.
-                return self._replay(cmd.tool_use_id, cmd.actor.role, row)
+            row, ended = await self._lock(conn, cmd)
+            if ended is not None:
+                return ended
             if cmd.hold:
                 return await self._hold(conn, cmd, row)
             if row["status"] == "pending" and (row["router"], row["action"], row["input"]) != (cmd.router, cmd.action, cmd.input):
@@ -459,20 +456,23 @@ class ToolRunner:
                 return await self._fail(conn, cmd, row["id"], failure, duration_ms=0)
             return await self._run(conn, cmd, row["id"], row["member"], link, changes)
 
-    async def _lock(self, conn: asyncpg.Connection, cmd: ExecuteTool) -> asyncpg.Record | None:
+    async def _lock(self, conn: asyncpg.Connection, cmd: ExecuteTool) -> tuple[asyncpg.Record, ToolOutcome | None]:
+        """The call's row under its lock, and its stored outcome if it has ended already: a duplicate, a
+        redelivery, or the twin that held the lock."""
         actor = cmd.actor
-        return await conn.fetchrow(_LOCK, cmd.conversation_id, cmd.tool_use_id, actor.organization_id,
-                                   actor.membership_id, actor.user_id, actor.role)
+        row = await conn.fetchrow(_LOCK, cmd.conversation_id, cmd.tool_use_id, actor.organization_id,
+                                  actor.membership_id, actor.user_id, actor.role)
+        if row is None:
+            raise SpotterError(ErrorCode.NOT_FOUND, "conversation or message not found in this organization")
+        return row, self._replay(cmd.tool_use_id, actor.role, row) if row["status"] in TERMINAL else None
 
     async def _record(self, conn: asyncpg.Connection, cmd: ExecuteTool, failed: _ReadFailed) -> ToolOutcome:
         """A read's failure, recorded once its transaction is rolled back: under the row lock again, unless
         a twin that took the lock meanwhile has already ended the call (then its outcome is this one's)."""
         async with conn.transaction():
-            row = await self._lock(conn, cmd)
-            if row is None:
-                raise SpotterError(ErrorCode.NOT_FOUND, "conversation or message not found in this organization")
-            if row["status"] in TERMINAL:
-                return self._replay(cmd.tool_use_id, cmd.actor.role, row)
+            row, ended = await self._lock(conn, cmd)
+            if ended is not None:
+                return ended
             return await self._fail(conn, cmd, row["id"], failed.failure, duration_ms=failed.duration_ms)
 
     async def _claim(self, conn: asyncpg.Connection, cmd: ExecuteTool) -> None:
