@@ -62,6 +62,11 @@ async def test_read_tool_turn_streams_in_order_and_persists(http: httpx.AsyncCli
     assert len(last) == 1 and len({last[0][k] for k in ("reply", "message_done", "done", "turn")}) == 1, last
     assert (last[0]["status"], last[0]["input_tokens"], last[0]["output_tokens"], last[0]["cost_usd_micros"]) == (
         "completed", usage["inputTokens"], usage["outputTokens"], usage["costUsdMicros"])
+    # The tool's tool_completed and the tool_result message the model reads: one statement as well.
+    results = await rows(pool, """SELECT (SELECT xmin::text FROM ai_messages WHERE conversation_id = $1 AND role = 'tool_result') AS message,
+                                         (SELECT xmin::text FROM ai_conversation_events WHERE conversation_id = $1 AND type = 'tool_completed') AS event""",
+                         uuid.UUID(cid))
+    assert results[0]["message"] == results[0]["event"], results
     # The title (summary model, after `done`) is billed to the same day and conversation: at least the turn.
     daily = await rows(pool, "SELECT messages, cost_usd_micros, output_tokens FROM ai_usage_daily WHERE organization_id = $1", uuid.UUID(studio.org.id))
     assert len(daily) == 1 and daily[0]["messages"] == 1

@@ -234,3 +234,28 @@ async def test_a_last_reply_takes_the_turns_done_and_status_when_its_calls_are_t
     assert (row["status"], row["error_code"], row["finished_at"] is not None, row["model_calls"]) == ("completed", None, True, 3)
     # The next event continues after `done`.
     assert await store.append_event(cmd.conversation_id, cmd.turn_id, "x", {"type": "x"}) == 5
+
+
+async def test_a_batchs_results_and_its_last_tool_completed_are_one_statement(pool: asyncpg.Pool) -> None:
+    store = Store(pool)
+    cmd = await _send(pool)
+    await store.begin_turn(cmd, "claude-sonnet-5-5", {"type": "conversation_started"})
+    await store.append_message(cmd.conversation_id, cmd.turn_id, "assistant", [{"type": "tool_use", "id": "t1", "name": "x", "input": {}}])
+    results = [{"type": "tool_result", "tool_use_id": "t1", "content": "{}"}]
+    completed = {"type": "tool_completed", "toolUseId": "t1"}
+    seq = await store.append_results(cmd.conversation_id, cmd.turn_id, results, event=("tool_completed", completed))
+    assert seq == 2
+    stored = await store.messages(cmd.conversation_id)
+    assert [(m.role, m.content) for m in stored][-1] == ("tool_result", results)
+    row = await pool.fetchrow("""SELECT e.data, e.xmin::text AS event_tx, m.xmin::text AS message_tx, m.position
+                                   FROM ai_conversation_events e JOIN ai_messages m ON m.conversation_id = e.conversation_id
+                                  WHERE e.conversation_id = $1 AND e.seq = 2 AND m.role = 'tool_result'""", uuid.UUID(cmd.conversation_id))
+    assert (row["data"], row["event_tx"] == row["message_tx"], row["position"]) == (completed, True, 2)
+    # The numbering goes on from both counters.
+    assert await store.append_event(cmd.conversation_id, cmd.turn_id, "x", {"type": "x"}) == 3
+    try:
+        await store.append_results(str(uuid.uuid4()), cmd.turn_id, results, event=("tool_completed", completed))
+    except LookupError:
+        pass
+    else:
+        raise AssertionError("results were appended to a missing conversation")

@@ -105,6 +105,12 @@ class Emitter:
         await self.flush()
         return await self._write(event)
 
+    async def emit_with(self, event: SseEvent, store: Callable[[dict], Awaitable[int]]) -> int:
+        """`event`, stored by `store` (a statement that writes other rows with it and gives back the
+        event's number), then published: as `emit`, in order after everything before it."""
+        await self.flush()
+        return await self._write(event, store=store)
+
     async def finish(self, event: SseEvent, status: str, error_code: str | None = None, *,
                      before_publish: Callable[[], Awaitable[None]] | None = None) -> int:
         """The turn's last event, stored in one transaction with the turn's terminal status.
@@ -196,12 +202,16 @@ class Emitter:
         await self._publish(seq, event.model_dump(mode="json", exclude_none=True))
 
     async def _write(self, event: SseEvent, finish: tuple[str, str | None] | None = None,
-                     before_publish: Callable[[], Awaitable[None]] | None = None) -> int:
+                     before_publish: Callable[[], Awaitable[None]] | None = None,
+                     store: Callable[[dict], Awaitable[int]] | None = None) -> int:
         if self._after is not None:
             await self._after  # every writer waits for it, and takes its failure if it failed
             self._after = None
         data = event.model_dump(mode="json", exclude_none=True)
-        seq = await self._store.append_event(self.conversation_id, self.turn_id, event.type, data, finish=finish)
+        if store is not None:
+            seq = await store(data)
+        else:
+            seq = await self._store.append_event(self.conversation_id, self.turn_id, event.type, data, finish=finish)
         if before_publish is not None:
             await before_publish()
         await self._publish(seq, data)

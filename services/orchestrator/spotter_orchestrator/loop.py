@@ -278,17 +278,21 @@ class ModelLoop:
         """Run the batch in order until the first tool that needs a human; that one and every later
         one are recorded `pending` (seed 000: they can't be partially fed back)."""
         known: dict[str, ToolOutcome] = {}
+        last: ToolCall | None = None
         for index, call in enumerate(step.calls):
             if call.needs_human:
                 await self._hold_all(ctx, step, step.calls[index:], known)
                 break
-            outcome = await self._run_one(ctx, step.message_id, call)
+            # The batch's last call reports its tool_completed with the batch's tool_result (advance).
+            last = call if index == len(step.calls) - 1 else None
+            outcome = await self._run_one(ctx, step.message_id, call, report=last is None)
             if outcome.status == "pending":
                 # A pack's rule asked a person to confirm this call: it waits like a declared gate.
                 await self._hold_all(ctx, step, step.calls[index + 1:], known)
+                last = None
                 break
             known[call.id] = outcome
-        return await self.advance(ctx, history, step, known)
+        return await self.advance(ctx, history, step, known, unreported=last)
 
     async def _hold_all(self, ctx: LoopContext, step: RunTools, calls: Sequence[ToolCall],
                         known: dict[str, ToolOutcome]) -> None:
@@ -298,11 +302,12 @@ class ModelLoop:
                 known[later.id] = held  # refused before it could wait (e.g. invalid input)
 
     async def advance(self, ctx: LoopContext, history: History, step: RunTools,
-                      known: dict[str, ToolOutcome] | None = None) -> CallModel | Suspended:
+                      known: dict[str, ToolOutcome] | None = None, unreported: ToolCall | None = None) -> CallModel | Suspended:
         """Resolve the batch in order: a pending normal tool runs once everything before it is
         resolved, a pending gated tool suspends the turn. When all are resolved, one merged
         tool_result message goes back to the model. `known` are outcomes this turn already has;
-        the rest are asked of the tool-runner, which owns the calls' records."""
+        the rest are asked of the tool-runner, which owns the calls' records. `unreported`: a call of
+        `known` (the batch's last) whose tool_completed is stored with the tool_result message."""
         outcomes = dict(known or {})
         missing = [call.id for call in step.calls if call.id not in outcomes]
         states = await self._peers.calls(ctx.conversation_id, missing, ctx.actor) if missing else {}
@@ -331,7 +336,13 @@ class ModelLoop:
                 return Suspended(tool_use_id=call.id)
             outcomes[call.id] = outcome
         results = [call.result_block(outcomes.get(call.id)) for call in step.calls]
-        await self._store.append_message(ctx.conversation_id, ctx.turn_id, "tool_result", results)
+        if unreported is not None and unreported.id not in ctx.already_completed:
+            # One statement for both (nothing comes between them): the event, then the message the model reads.
+            completed = unreported.completed(outcomes[unreported.id])
+            await ctx.emitter.emit_with(completed, lambda data: self._store.append_results(
+                ctx.conversation_id, ctx.turn_id, results, event=(completed.type, data)))
+        else:
+            await self._store.append_message(ctx.conversation_id, ctx.turn_id, "tool_result", results)
         history.append({"role": "user", "content": results})
         return CallModel()
 
@@ -362,12 +373,14 @@ class ModelLoop:
         """The human approved: pending → running → succeeded | failed (at most once, by the runner)."""
         return await self._run_one(ctx, message_id, call, approved=True)
 
-    async def _run_one(self, ctx: LoopContext, message_id: str, call: ToolCall, *, approved: bool = False) -> ToolOutcome:
-        """Run a call and report it; a call a pack's rule holds for a person comes back pending, unreported."""
+    async def _run_one(self, ctx: LoopContext, message_id: str, call: ToolCall, *, approved: bool = False,
+                       report: bool = True) -> ToolOutcome:
+        """Run a call and report it (unless `report` is False: the caller reports it); a call a pack's rule
+        holds for a person comes back pending, unreported."""
         if call.id not in ctx.already_announced:
             await ctx.emitter.emit(call.started())
         outcome = await self._execute(ctx, message_id, call, approved=approved)
-        if outcome.status != "pending":
+        if outcome.status != "pending" and report:
             await self.report(ctx, call, outcome)
         return outcome
 

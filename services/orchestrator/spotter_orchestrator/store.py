@@ -278,6 +278,17 @@ class Store:
             raise LookupError(f"conversation {conversation_id} does not exist")
         return str(stored)
 
+    async def append_results(self, conversation_id: str, turn_id: str, content: Content, *,
+                             event: tuple[str, dict[str, Any]]) -> int:
+        """A tool batch's tool_result message and the event that comes with it (its last call's
+        tool_completed) in one statement: one bump of the conversation's counters gives the message its
+        position and the event its number. Back comes the event's number."""
+        seq = await self.pool.fetchval(_APPEND_RESULTS, uuid.uuid4(), uuid.UUID(conversation_id), content,
+                                       preview_of(content), uuid.UUID(turn_id), event[0], event[1])
+        if seq is None:
+            raise LookupError(f"conversation {conversation_id} does not exist")
+        return seq
+
     async def append_event(self, conversation_id: str, turn_id: str, type_: str, data: dict[str, Any],
                            *, finish: tuple[str, str | None] | None = None) -> int:
         """Append to the log. With `finish`, the turn's terminal status commits together with its
@@ -476,6 +487,22 @@ event AS (
     UNION ALL
     SELECT $2, c.last_event_seq, $11, 'done', $15 FROM c, fin WHERE fin.ok)
 SELECT c.last_event_seq, (SELECT ok::int FROM fin) AS finished, turn.* FROM c LEFT JOIN turn ON true
+"""
+
+# Store.append_results: a tool_result message and one event, from one bump of the conversation's counters.
+_APPEND_RESULTS = f"""
+WITH c AS (
+    UPDATE ai_conversations
+       SET last_message_at = now(), updated_at = now(), last_event_seq = last_event_seq + 1,
+           last_message_position = {_NEXT_POSITION}
+     WHERE id = $2
+ RETURNING last_message_position, last_event_seq),
+message AS (
+    INSERT INTO ai_messages (id, conversation_id, role, content, preview, turn_id, position)
+    SELECT $1, $2, 'tool_result', $3, $4, $5, c.last_message_position FROM c)
+INSERT INTO ai_conversation_events (conversation_id, seq, turn_id, type, data)
+SELECT $2, c.last_event_seq, $5, $6, $7 FROM c
+RETURNING seq
 """
 
 # Store._append: the next position under the conversation's row lock, and the message with it.
