@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -12,7 +13,10 @@ from typing import Any
 
 import asyncpg
 import uvloop
+import anyio
 from faststream import FastStream
+from faststream._internal._compat import ExceptionGroup
+from faststream._internal.cli.supervisors.utils import set_exit
 from faststream._internal.context.context_type import Context as ContextField  # the class behind Context()
 from faststream.nats import NatsBroker, NatsRouter
 from redis.asyncio import BlockingConnectionPool, Redis
@@ -103,7 +107,7 @@ def service_app(
     on_stop: Callable[[], Awaitable[None]] | None = None,
     *,
     serving: list[Serving | Pulling] | None = None,
-) -> FastStream:
+) -> Service:
     """A FastStream app whose core (built by `make_core` once the infrastructure is open) is what
     every handler receives as `Context(CORE)`. `serving` collects the service's started
     `bus.Responders` and `bus.Pullers` groups (make_core starts them), stopped at shutdown before the broker closes."""
@@ -118,7 +122,7 @@ def service_app(
                 if on_stop is not None:
                     await on_stop()
 
-    app = FastStream(broker, lifespan=lifespan)
+    app = Service(broker, lifespan=lifespan)
     if serving is not None:
 
         @app.on_shutdown
@@ -129,6 +133,37 @@ def service_app(
             serving.clear()
 
     return app
+
+
+class Service(FastStream):
+    """FastStream's app, waiting for its stop instead of polling for it. `FastStream.run` wakes every
+    100 ms to look at a flag that SIGTERM, SIGINT or `exit()` sets: on this VM a wake from idle costs a
+    few hundred µs, ~2–4 ms of CPU a second in each service at rest (measured with the platform idle:
+    ~7.7 ms/s across the four FastStream services). Here `exit()` sets an event the run waits on, so a
+    service at rest sleeps and a stop is taken at once. The rest is `FastStream.run` as pinned (0.7.8):
+    the same lifespan, startup and shutdown hooks, signal handlers and error unwrapping."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._stop = asyncio.Event()
+
+    async def run(self, log_level: int = logging.INFO, run_extra_options: dict[str, Any] | None = None,
+                  sleep_time: float = 0.1) -> None:
+        set_exit(lambda *_: self.exit(), sync=False)
+        async with self.lifespan_context(**(run_extra_options or {})):
+            try:
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(self._startup, log_level, run_extra_options)
+                    await self._stop.wait()
+                    await self._shutdown(log_level)
+                    tg.cancel_scope.cancel()
+            except ExceptionGroup as e:
+                for ex in e.exceptions:
+                    raise ex from None
+
+    def exit(self) -> None:
+        super().exit()
+        self._stop.set()
 
 
 def run_app(app: FastStream) -> None:
