@@ -3,9 +3,10 @@ hybrid search, and where it notes the indexed entities it changed."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, tzinfo
+from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import asyncpg
@@ -32,6 +33,10 @@ class OrgInfo:
             return ZoneInfo(self.timezone)
         except (ZoneInfoNotFoundError, ValueError):
             return ZoneInfo("UTC")
+
+
+# The org's columns as ToolContext.known_org reads them, from `organizations o`.
+ORG_COLUMNS = "o.id AS org_id, o.name AS org_name, o.tier::text AS org_tier, o.locale AS org_locale, o.timezone AS org_timezone"
 
 
 @dataclass
@@ -63,13 +68,16 @@ class ToolContext:
 
     async def org(self) -> OrgInfo:
         if self._org is None:
-            row = await self.conn.fetchrow(
-                "SELECT id, name, tier::text AS tier, locale, timezone FROM organizations WHERE id = $1",
-                self.actor.organization_id,
-            )
+            self.known_org(await self.conn.fetchrow(f"SELECT {ORG_COLUMNS} FROM organizations o WHERE o.id = $1",
+                                                    self.actor.organization_id))
+        return self.known_org(None)
+
+    def known_org(self, row: Mapping[str, Any] | None) -> OrgInfo:
+        """The org as a row with `ORG_COLUMNS` read it (a tool's own statement may select them with what
+        else it reads): kept for the rest of the call. LookupError when there is neither row nor org."""
+        if self._org is None:
             if row is None:
                 raise LookupError("organization of the actor does not exist")
-            self._org = OrgInfo(
-                id=str(row["id"]), name=row["name"], tier=row["tier"], locale=row["locale"], timezone=row["timezone"]
-            )
+            self._org = OrgInfo(id=str(row["org_id"]), name=row["org_name"], tier=row["org_tier"],
+                                locale=row["org_locale"], timezone=row["org_timezone"])
         return self._org

@@ -20,7 +20,7 @@ from pydantic import Field, StringConstraints, model_validator
 
 from spotter_shared.contracts.rag import AmbientHit, Scope, SearchQuery
 
-from ..context import ToolContext
+from ..context import ORG_COLUMNS, ToolContext
 from ..declaration import Role, ToolFailure, ToolInput, ToolOutput, ToolRouter
 from .common import MEMBERS_HINT, not_found, require_membership, require_program
 
@@ -70,16 +70,19 @@ class CurrentContext(ToolOutput):
     "Use it to resolve relative dates such as 'tomorrow' or 'next Monday'.",
 )
 async def get_current_context(ctx: ToolContext, args: GetCurrentContextInput) -> CurrentContext:
-    org = await ctx.org()
-    caller = await ctx.conn.fetchrow(
-        """SELECT u.id AS user_id, m.id AS membership_id, u.full_name AS name, u.email, m.role
-             FROM memberships m JOIN users u ON u.id = m.user_id
-            WHERE m.id = $1 AND m.organization_id = $2""",
-        ctx.actor.membership_id,
+    # The org and the caller in one statement (the tool most turns start with).
+    row = await ctx.conn.fetchrow(
+        f"""SELECT {ORG_COLUMNS}, u.id AS user_id, m.id AS membership_id, u.full_name AS name, u.email, m.role
+              FROM organizations o
+              LEFT JOIN (memberships m JOIN users u ON u.id = m.user_id) ON m.id = $2 AND m.organization_id = o.id
+             WHERE o.id = $1""",
         ctx.organization_id,
+        ctx.actor.membership_id,
     )
-    if caller is None:
+    org = ctx.known_org(row)
+    if row is None or row["membership_id"] is None:
         raise ToolFailure("not_found", "The caller's membership was not found in this organization.")
+    caller = row
     local_now = ctx.now.astimezone(org.tz)
     return CurrentContext(
         organization=OrganizationInfo.model_validate(org, from_attributes=True),
