@@ -67,6 +67,11 @@ async def test_read_tool_turn_streams_in_order_and_persists(http: httpx.AsyncCli
                                          (SELECT xmin::text FROM ai_conversation_events WHERE conversation_id = $1 AND type = 'tool_completed') AS event""",
                          uuid.UUID(cid))
     assert results[0]["message"] == results[0]["event"], results
+    # The reply that asked for the tool and the tool's tool_started (it runs next, nobody to ask): one statement.
+    asked = await rows(pool, """SELECT (SELECT xmin::text FROM ai_messages WHERE conversation_id = $1 AND role = 'assistant' ORDER BY position LIMIT 1) AS reply,
+                                       (SELECT xmin::text FROM ai_conversation_events WHERE conversation_id = $1 AND type = 'tool_started') AS started""",
+                       uuid.UUID(cid))
+    assert asked[0]["reply"] == asked[0]["started"], asked
     # The title (summary model, after `done`) is billed to the same day and conversation: at least the turn.
     daily = await rows(pool, "SELECT messages, cost_usd_micros, output_tokens FROM ai_usage_daily WHERE organization_id = $1", uuid.UUID(studio.org.id))
     assert len(daily) == 1 and daily[0]["messages"] == 1

@@ -259,3 +259,30 @@ async def test_a_batchs_results_and_its_last_tool_completed_are_one_statement(po
         pass
     else:
         raise AssertionError("results were appended to a missing conversation")
+
+
+async def test_a_reply_whose_first_call_runs_next_is_stored_with_its_tool_started(pool: asyncpg.Pool) -> None:
+    from spotter_shared.contracts.events import TurnUsage
+
+    store = Store(pool)
+    cmd = await _send(pool)
+    await store.begin_turn(cmd, "claude-sonnet-5-5", {"type": "conversation_started"})
+    usage = TurnUsage(input_tokens=10, output_tokens=5, cost_usd_micros=77)
+    content = [{"type": "tool_use", "id": "t1", "name": "read__get_current_context", "input": {}}]
+    message_done = {"type": "message_done", "messageId": "m", "stopReason": "tool_use"}
+    started = {"type": "tool_started", "toolUseId": "t1", "router": "read", "action": "get_current_context", "input": {}}
+
+    stored = await store.append_reply(cmd.conversation_id, cmd.turn_id, content, stop_reason="tool_use", usage=usage,
+                                      model="claude-sonnet-5-5", message_id=str(uuid.uuid4()), done=message_done,
+                                      started_event=started)
+
+    assert (stored.seq, stored.started_seq, stored.done_seq) == (2, 3, None)
+    rows = await pool.fetch("""SELECT e.seq, e.type, e.data, e.xmin::text = m.xmin::text AS with_message
+                                 FROM ai_conversation_events e JOIN ai_messages m ON m.conversation_id = e.conversation_id
+                                WHERE e.conversation_id = $1 AND m.role = 'assistant' ORDER BY e.seq""", uuid.UUID(cmd.conversation_id))
+    assert [(r["seq"], r["type"], r["with_message"]) for r in rows] == [
+        (1, "conversation_started", False), (2, "message_done", True), (3, "tool_started", True)]
+    assert rows[2]["data"] == started
+    assert await store.turn_status(cmd.turn_id) == "running"
+    # The numbering goes on after it.
+    assert await store.append_event(cmd.conversation_id, cmd.turn_id, "x", {"type": "x"}) == 4

@@ -217,17 +217,20 @@ class ModelLoop:
         usage = await self._settle(ctx, reservation_id, reply)
         calls = tool_calls(reply.content, ctx.specs)
         # The message, the call's usage on the turn and its message_done: one statement, then published.
-        # A reply that ends the turn (no tool to run) takes the turn's `done` and status with it.
+        # A reply that ends the turn (no tool to run) takes the turn's `done` and status with it; one whose
+        # first call runs next (no person to ask first), that call's tool_started (run_tools emits it next).
         message_id = str(uuid.uuid4())
         done = MessageDone(message_id=message_id, stop_reason=reply.stop_reason)
         last = None
         if not calls and ctx.turn_usage is not None:
             turn_done = Done(conversation_id=ctx.conversation_id, usage=_plus(ctx.turn_usage, usage))
             last = (ctx.rounds - 1, turn_done.model_dump(mode="json", exclude_none=True))
+        first = calls[0] if calls and not calls[0].needs_human and calls[0].id not in ctx.already_announced else None
+        started = first.started() if first is not None else None
         stored = await self._store.append_reply(
             ctx.conversation_id, ctx.turn_id, reply.content, stop_reason=reply.stop_reason, usage=usage,
             model=ctx.model, message_id=message_id, done=done.model_dump(mode="json", exclude_none=True),
-            done_event=last,
+            done_event=last, started_event=started.model_dump(mode="json", exclude_none=True) if started else None,
         )
         ctx.turn_usage = stored.turn_usage
         if stored.done_seq is not None:
@@ -236,6 +239,9 @@ class ModelLoop:
         history.append({"role": "assistant", "content": reply.content})
         ctx.emitter.mark()
         await ctx.emitter.announce(done, stored.seq)
+        if first is not None and started is not None and stored.started_seq is not None:
+            ctx.already_announced.add(first.id)
+            await ctx.emitter.announce(started, stored.started_seq)
         # Any tool_use must be answered, whatever the stop reason, or the next request is invalid.
         if calls:
             return RunTools(message_id=message_id, calls=calls)
