@@ -194,3 +194,46 @@ async def test_a_failed_write_fails_the_events_that_come_after_it(pool: asyncpg.
         assert await turn.logged() == [] and turn.heard == []
     finally:
         await nc.close()
+
+
+async def test_a_model_calls_last_text_is_stored_with_its_reply_and_published_before_its_message_done(
+        pool: asyncpg.Pool, stack: StackUrls) -> None:
+    from spotter_orchestrator.loop import LoopContext, ModelLoop
+    from spotter_orchestrator.model import ModelReply
+    from spotter_shared.contracts.billing import ModelUsage
+    from spotter_shared.contracts.commands import Actor
+
+    from .test_reserve_ahead import GRANTED, HISTORY, Billing
+
+    class Model:
+        async def stream(self, params, on_text):  # noqa: ANN001, ANN202
+            await on_text("Hello")  # the first text goes out at once
+            await on_text(" there")  # the rest is held for the window, which has not ended when the stream does
+            await on_text(", coach")
+            return ModelReply(content=[{"type": "text", "text": "Hello there, coach"}], stop_reason="end_turn",
+                              usage=ModelUsage(input_tokens=5, output_tokens=3))
+
+    nc = await nats.connect(stack.nats_url)
+    try:
+        turn = await _turn(pool, nc, flush_s=5.0)
+        store = turn.emitter._store
+        actor = Actor(user_id=str(uuid.uuid4()), organization_id=str(uuid.uuid4()), membership_id=str(uuid.uuid4()), role="owner")
+        ctx = LoopContext(conversation_id=turn.emitter.conversation_id, turn_id=turn.emitter.turn_id, trace_id=uuid.uuid4().hex,
+                          actor=actor, model="claude-sonnet-5-5", max_tokens=1024, max_rounds=8,
+                          system=[{"type": "text", "text": "You are Spotter."}], tools=[], specs={}, emitter=turn.emitter)
+        await ModelLoop(store=store, peers=Billing(GRANTED), model=Model()).call_model(ctx, list(HISTORY))  # type: ignore[arg-type]
+
+        rows = await pool.fetch("""SELECT e.type, e.data, e.xmin::text = m.xmin::text AS with_reply
+                                     FROM ai_conversation_events e JOIN ai_messages m ON m.conversation_id = e.conversation_id
+                                    WHERE e.conversation_id = $1 AND m.role = 'assistant' ORDER BY e.seq""",
+                                uuid.UUID(ctx.conversation_id))
+        assert [(r["type"], r["data"].get("delta"), r["with_reply"]) for r in rows] == [
+            ("text_delta", "Hello", False), ("text_delta", " there, coach", True), ("message_done", None, True)]
+        await _until(lambda: _async(len(turn.heard) == 3))
+        assert turn.heard == ["Hello", " there, coach", "message_done"]
+    finally:
+        await nc.close()
+
+
+async def _async(value: bool) -> bool:
+    return value

@@ -286,3 +286,30 @@ async def test_a_reply_whose_first_call_runs_next_is_stored_with_its_tool_starte
     assert await store.turn_status(cmd.turn_id) == "running"
     # The numbering goes on after it.
     assert await store.append_event(cmd.conversation_id, cmd.turn_id, "x", {"type": "x"}) == 4
+
+
+async def test_a_last_reply_is_stored_with_its_last_text_before_its_message_done_and_done(pool: asyncpg.Pool) -> None:
+    from spotter_shared.contracts.events import TurnUsage
+
+    store = Store(pool)
+    cmd = await _send(pool)
+    await store.begin_turn(cmd, "claude-sonnet-5-5", {"type": "conversation_started"})
+    usage = TurnUsage(input_tokens=10, output_tokens=5, cost_usd_micros=77)
+    text = {"type": "text_delta", "delta": " coach."}
+    turn_done = {"type": "done", "conversationId": cmd.conversation_id, "usage": {"inputTokens": 10}}
+
+    stored = await store.append_reply(cmd.conversation_id, cmd.turn_id, [{"type": "text", "text": "Hi coach."}],
+                                      stop_reason="end_turn", usage=usage, model="claude-sonnet-5-5",
+                                      message_id=str(uuid.uuid4()), done={"type": "message_done"},
+                                      done_event=(0, turn_done), text_event=text)
+
+    assert (stored.text_seq, stored.seq, stored.done_seq, stored.started_seq) == (2, 3, 4, None)
+    rows = await pool.fetch("""SELECT e.seq, e.type, e.data, e.xmin::text = m.xmin::text AS with_reply
+                                 FROM ai_conversation_events e JOIN ai_messages m ON m.conversation_id = e.conversation_id
+                                WHERE e.conversation_id = $1 AND m.role = 'assistant' AND e.seq > 1 ORDER BY e.seq""",
+                            uuid.UUID(cmd.conversation_id))
+    assert [(r["seq"], r["type"], r["with_reply"]) for r in rows] == [
+        (2, "text_delta", True), (3, "message_done", True), (4, "done", True)]
+    assert rows[0]["data"] == text
+    assert await store.turn_status(cmd.turn_id) == "completed"
+    assert await store.append_event(cmd.conversation_id, cmd.turn_id, "x", {"type": "x"}) == 5

@@ -168,6 +168,13 @@ class Emitter:
             await asyncio.shield(self._held)
 
     async def flush(self) -> None:
+        if delta := await self.take_text():
+            await self._write(TextDelta(delta=delta))
+
+    async def take_text(self) -> str:
+        """The text held for the window ('' if none), taken off the emitter to be stored by the caller
+        (a model call's last text goes with its reply: Store.append_reply), once every earlier write of
+        text has landed; the caller publishes it (`announce`) once stored."""
         if self._due is not None:
             self._due()
             self._due = None
@@ -177,10 +184,10 @@ class Emitter:
         if self._failed is not None:
             failed, self._failed = self._failed, None
             raise failed
-        if self._buffer:
-            delta, self._buffer = self._buffer, ""
+        delta, self._buffer = self._buffer, ""
+        if delta:
             self._last_flush = time.monotonic()
-            await self._write(TextDelta(delta=delta))
+        return delta
 
     def ended(self, seq: int, data: dict) -> None:
         """The turn's `done` was stored (with its last reply, Store.append_reply) under `seq`: nothing

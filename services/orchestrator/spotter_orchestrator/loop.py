@@ -15,7 +15,7 @@ from spotter_shared import metrics, observability
 from spotter_shared.contracts.billing import Reservation, SettleUsage
 from spotter_shared.contracts.commands import Actor
 from spotter_shared.contracts.events import (
-    ConfirmationPending, DisambiguationPending, Done, MessageDone, PickCandidate, ToolError, TurnUsage,
+    ConfirmationPending, DisambiguationPending, Done, MessageDone, PickCandidate, TextDelta, ToolError, TurnUsage,
 )
 from spotter_shared.contracts.tools import ExecuteTool, ToolGate, ToolOutcome, ToolSpec
 from anthropic.types import TextBlockParam, ToolParam
@@ -213,12 +213,13 @@ class ModelLoop:
             await asyncio.shield(self._settle(ctx, reservation_id, None))
             raise
         await ctx.written()
-        await ctx.emitter.flush()
+        tail = await ctx.emitter.take_text()
         usage = await self._settle(ctx, reservation_id, reply)
         calls = tool_calls(reply.content, ctx.specs)
-        # The message, the call's usage on the turn and its message_done: one statement, then published.
-        # A reply that ends the turn (no tool to run) takes the turn's `done` and status with it; one whose
-        # first call runs next (no person to ask first), that call's tool_started (run_tools emits it next).
+        # The message, the call's usage on the turn and its message_done: one statement, then published,
+        # with the text the emitter still held before message_done. A reply that ends the turn (no tool to
+        # run) takes the turn's `done` and status with it; one whose first call runs next (no person to ask
+        # first), that call's tool_started (run_tools would emit it next).
         message_id = str(uuid.uuid4())
         done = MessageDone(message_id=message_id, stop_reason=reply.stop_reason)
         last = None
@@ -227,10 +228,12 @@ class ModelLoop:
             last = (ctx.rounds - 1, turn_done.model_dump(mode="json", exclude_none=True))
         first = calls[0] if calls and not calls[0].needs_human and calls[0].id not in ctx.already_announced else None
         started = first.started() if first is not None else None
+        text = TextDelta(delta=tail) if tail else None
         stored = await self._store.append_reply(
             ctx.conversation_id, ctx.turn_id, reply.content, stop_reason=reply.stop_reason, usage=usage,
             model=ctx.model, message_id=message_id, done=done.model_dump(mode="json", exclude_none=True),
             done_event=last, started_event=started.model_dump(mode="json", exclude_none=True) if started else None,
+            text_event=text.model_dump(mode="json", exclude_none=True) if text else None,
         )
         ctx.turn_usage = stored.turn_usage
         if stored.done_seq is not None:
@@ -238,6 +241,8 @@ class ModelLoop:
             ctx.emitter.ended(stored.done_seq, last[1])
         history.append({"role": "assistant", "content": reply.content})
         ctx.emitter.mark()
+        if text is not None and stored.text_seq is not None:
+            await ctx.emitter.announce(text, stored.text_seq)
         await ctx.emitter.announce(done, stored.seq)
         if first is not None and started is not None and stored.started_seq is not None:
             ctx.already_announced.add(first.id)

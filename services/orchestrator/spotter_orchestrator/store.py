@@ -42,6 +42,7 @@ class StoredReply:
     turn_usage: TurnUsage | None  # the turn's, this call's included (its row as the statement left it); None without a row
     done_seq: int | None = None  # the turn's `done`, when the reply was stored with it (`append_reply`'s `done_event`)
     started_seq: int | None = None  # its first call's `tool_started`, when stored with it (`started_event`)
+    text_seq: int | None = None  # its last `text_delta`, when stored with it (`text_event`)
 
 
 @dataclass(frozen=True)
@@ -140,7 +141,8 @@ class Store:
     async def append_reply(self, conversation_id: str, turn_id: str, content: Content, *, stop_reason: str | None,
                            usage: TurnUsage, model: str, message_id: str, done: dict[str, Any],
                            done_event: tuple[int, dict[str, Any]] | None = None,
-                           started_event: dict[str, Any] | None = None) -> StoredReply:
+                           started_event: dict[str, Any] | None = None,
+                           text_event: dict[str, Any] | None = None) -> StoredReply:
         """A model call's reply in one statement: the assistant message, the call's usage added to the
         turn (model_calls + 1), and its `message_done` event (`done`). A crash leaves all three or none,
         so a redelivered turn never sees the message without its usage. Back come the event's number
@@ -153,21 +155,25 @@ class Store:
         stored (`done_seq` None) and the turn is finished as any other, with the usage read back.
 
         `started_event`, for a reply whose first tool call runs next: that call's `tool_started`, stored
-        right after `message_done` (`started_seq`), as the loop would have stored it next on its own."""
+        right after `message_done` (`started_seq`), as the loop would have stored it next on its own.
+
+        `text_event`: the reply's last `text_delta` (the text the emitter held for its window when the
+        stream ended), stored right before `message_done` (`text_seq`)."""
         assert done_event is None or started_event is None, "a reply that ends the turn starts no tool"
         calls_before, done_data = done_event if done_event is not None else (None, None)
         row = await self.pool.fetchrow(
             _APPEND_REPLY,
             uuid.UUID(message_id), uuid.UUID(conversation_id), content, preview_of(content), stop_reason,
             usage.input_tokens, usage.output_tokens, usage.cache_read_tokens, usage.cache_creation_tokens, model,
-            uuid.UUID(turn_id), usage.cost_usd_micros, done, calls_before, done_data, started_event,
+            uuid.UUID(turn_id), usage.cost_usd_micros, done, calls_before, done_data, started_event, text_event,
         )
         if row is None:
             raise LookupError(f"conversation {conversation_id} does not exist")
         last, finished = row["last_event_seq"], row["finished"]
-        after = finished or started_event is not None  # an event stored after message_done
-        return StoredReply(seq=last - after, turn_usage=_usage(row) if row["input_tokens"] is not None else None,
-                           done_seq=last if finished else None, started_seq=last if started_event is not None else None)
+        seq = last - (finished or started_event is not None)  # message_done's: before an event stored after it
+        return StoredReply(seq=seq, turn_usage=_usage(row) if row["input_tokens"] is not None else None,
+                           done_seq=last if finished else None, started_seq=last if started_event is not None else None,
+                           text_seq=seq - 1 if text_event is not None else None)
 
     async def conversation_cost(self, conversation_id: str) -> int:
         """What the conversation's turns have cost so far, in USD micros (a pack's rules weigh it)."""
@@ -465,7 +471,8 @@ _NEXT_POSITION = """greatest(last_message_position,
 # Store.append_reply: one counter bump for both the message's position and its events' seqs. `fin`: the
 # turn ends with this reply ($15, its `done`) and its row still counts $14 calls (read before this
 # statement's own update, which every part of it reads past): then `done` follows `message_done`. Or the
-# reply's first tool call starts ($16, its `tool_started`), which follows `message_done`.
+# reply's first tool call starts ($16, its `tool_started`), which follows `message_done`. The reply's last
+# text ($17, a `text_delta`) comes before `message_done`.
 _APPEND_REPLY = f"""
 WITH fin AS (
     SELECT $15::jsonb IS NOT NULL AND coalesce((SELECT model_calls = $14::int FROM ai_turns WHERE id = $11), false) AS ok),
@@ -473,7 +480,8 @@ more AS (SELECT (SELECT ok FROM fin) OR $16::jsonb IS NOT NULL AS one),
 c AS (
     UPDATE ai_conversations
        SET last_message_at = now(), updated_at = now(),
-           last_event_seq = last_event_seq + CASE WHEN (SELECT one FROM more) THEN 2 ELSE 1 END,
+           last_event_seq = last_event_seq + 1 + CASE WHEN (SELECT one FROM more) THEN 1 ELSE 0 END
+                                               + CASE WHEN $17::jsonb IS NOT NULL THEN 1 ELSE 0 END,
            last_message_position = {_NEXT_POSITION}
      WHERE id = $2
  RETURNING last_message_position, last_event_seq),
@@ -492,6 +500,9 @@ turn AS (
  RETURNING input_tokens, output_tokens, cache_read_tokens, cache_creation_tokens, cost_usd_micros),
 event AS (
     INSERT INTO ai_conversation_events (conversation_id, seq, turn_id, type, data)
+    SELECT $2, c.last_event_seq - CASE WHEN more.one THEN 2 ELSE 1 END, $11, 'text_delta', $17 FROM c, more
+     WHERE $17::jsonb IS NOT NULL
+    UNION ALL
     SELECT $2, c.last_event_seq - CASE WHEN more.one THEN 1 ELSE 0 END, $11, 'message_done', $13 FROM c, more
     UNION ALL
     SELECT $2, c.last_event_seq, $11, 'done', $15 FROM c, fin WHERE fin.ok
