@@ -5,7 +5,8 @@ its sequence number, and a gateway that misses a publish re-reads the log. Token
 coalesced (PITFALLS: one message per token saturates the bus): the first delta of a burst goes out at
 once, then what came since at the end of each window (`flush_s`, the setting `SPOTTER_DELTA_FLUSH_MS`,
 100 ms by default; the same windows for every turn of the process), and text never waits longer than
-that for more to come: a stream that pauses mid-sentence still shows what it has. Every batch is a
+that for more to come: a stream that pauses mid-sentence still shows what it has. What is held when a
+model call's stream ends is stored with the call's reply (`take_text`, Store.append_reply). Every batch is a
 stored row, a publish and an SSE frame (about 1 ms of CPU across the processes), so the window sets
 most of a long answer's cost; the web app reveals each batch smoothly.
 """
