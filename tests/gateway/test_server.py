@@ -10,7 +10,9 @@ import time
 from email.utils import parsedate_to_datetime
 
 import httpx
+import pytest
 import uvicorn
+from sse_starlette.sse import AppStatus
 from starlette.applications import Starlette
 from starlette.responses import PlainTextResponse
 from starlette.routing import Route
@@ -24,7 +26,10 @@ async def hello(_: object) -> PlainTextResponse:
     return PlainTextResponse("hello")
 
 
-def test_the_main_loop_ticks_once_a_second_with_the_date_and_stops_when_told() -> None:
+def test_the_main_loop_ticks_once_a_second_with_the_date_and_stops_when_told(monkeypatch: pytest.MonkeyPatch) -> None:
+    # uvicorn's handle_exit, as sse-starlette patches it, sets its process-wide flag that ends every SSE
+    # stream: put back after this test, or every later test's streams in this process would end at once.
+    monkeypatch.setattr(AppStatus, "should_exit", False)
     app = Starlette(routes=[Route("/", hello)])
     server = Server(uvicorn.Config(app, log_level="warning"))
     ticks: list[int] = []
