@@ -11,9 +11,9 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
+import anyio
 import asyncpg
 import uvloop
-import anyio
 from faststream import FastStream
 from faststream._internal._compat import ExceptionGroup
 from faststream._internal.cli.supervisors.utils import set_exit

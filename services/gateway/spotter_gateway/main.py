@@ -10,13 +10,13 @@ from contextlib import asynccontextmanager
 from types import FrameType
 
 import uvicorn
-from uvicorn.config import STARTUP_FAILURE
 from fastapi import FastAPI
 from opentelemetry.instrumentation.asgi import OpenTelemetryMiddleware
 from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
 from opentelemetry.trace import Span
 from starlette.middleware.errors import ServerErrorMiddleware
 from starlette.types import ASGIApp
+from uvicorn.config import STARTUP_FAILURE
 
 from spotter_shared import telemetry
 from spotter_shared.auth import TokenVerifier

@@ -226,8 +226,8 @@ class ModelLoop:
         if not calls and ctx.turn_usage is not None:
             turn_done = Done(conversation_id=ctx.conversation_id, usage=_plus(ctx.turn_usage, usage))
             last = (ctx.rounds - 1, turn_done.model_dump(mode="json", exclude_none=True))
-        first = calls[0] if calls and not calls[0].needs_human and calls[0].id not in ctx.already_announced else None
-        started = first.started() if first is not None else None
+        first = calls[0] if calls else None
+        started = first.started() if first is not None and not first.needs_human and first.id not in ctx.already_announced else None
         text = TextDelta(delta=tail) if tail else None
         stored = await self._store.append_reply(
             ctx.conversation_id, ctx.turn_id, reply.content, stop_reason=reply.stop_reason, usage=usage,
@@ -244,8 +244,8 @@ class ModelLoop:
         if text is not None and stored.text_seq is not None:
             await ctx.emitter.announce(text, stored.text_seq)
         await ctx.emitter.announce(done, stored.seq)
-        if first is not None and started is not None and stored.started_seq is not None:
-            ctx.already_announced.add(first.id)
+        if started is not None and stored.started_seq is not None:
+            ctx.already_announced.add(started.tool_use_id)
             await ctx.emitter.announce(started, stored.started_seq)
         # Any tool_use must be answered, whatever the stop reason, or the next request is invalid.
         if calls:

@@ -82,11 +82,10 @@ async def get_current_context(ctx: ToolContext, args: GetCurrentContextInput) ->
     org = ctx.known_org(row)
     if row is None or row["membership_id"] is None:
         raise ToolFailure("not_found", "The caller's membership was not found in this organization.")
-    caller = row
     local_now = ctx.now.astimezone(org.tz)
     return CurrentContext(
         organization=OrganizationInfo.model_validate(org, from_attributes=True),
-        caller=CallerInfo.from_row(caller),
+        caller=CallerInfo.from_row(row),
         locale=ctx.actor.locale,
         now=local_now.isoformat(timespec="seconds"),
         weekday=local_now.strftime("%A"),
