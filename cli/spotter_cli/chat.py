@@ -69,16 +69,24 @@ async def _stream(client: httpx.AsyncClient, url: str, body: dict | None, state:
             sys.stdout.flush()
 
 
-async def _answer_pending(client: httpx.AsyncClient, org_id: str, state: dict, ask) -> None:
-    """Confirmation and picker cards, answered at the prompt like the web sheet's buttons."""
+async def _answer_pending(client: httpx.AsyncClient, org_id: str, state: dict,
+                          ask: Callable[[str], Awaitable[str | None]]) -> None:
+    """Confirmation and picker cards, answered at the prompt like the web sheet's buttons. `ask` gives
+    None when input has ended (a script, `-m` with stdin closed): the card is left open, not answered."""
     while state.get("pending"):
         event = state["pending"]
         base = f"/organizations/{org_id}/agent/conversations/{state['conversation_id']}"
+        question = ("  approve? [y/N] " if event["type"] == "confirmation_pending"
+                    else f"  pick 1-{len(event['candidates'])} (empty: type something else) ")
+        answer = await ask(question)
+        if answer is None:
+            print(f"\n{DIM}  (input ended: the card stays open in the conversation){RESET}")
+            state["pending"] = None
+            return
+        answer = answer.strip()
         if event["type"] == "confirmation_pending":
-            answer = (await ask("  approve? [y/N] ")).strip().lower()
-            await _stream(client, f"{base}/confirm/{event['toolUseId']}", {"approved": answer in ("y", "yes")}, state)
+            await _stream(client, f"{base}/confirm/{event['toolUseId']}", {"approved": answer.lower() in ("y", "yes")}, state)
         else:
-            answer = (await ask(f"  pick 1-{len(event['candidates'])} (empty: type something else) ")).strip()
             if not answer.isdigit() or not 1 <= int(answer) <= len(event["candidates"]):
                 state["pending"] = None  # the next message closes the picker (replay guard)
                 return
@@ -119,8 +127,11 @@ async def _chat(url: str, email: str, token: str | None, messages: list[str] | N
         state: dict = {"conversation_id": None, "pending": None}
         url = f"/organizations/{org['organizationId']}/agent/messages"
 
-        async def ask(prompt: str) -> str:
-            return await asyncio.to_thread(input, prompt)
+        async def ask(prompt: str) -> str | None:
+            try:
+                return await asyncio.to_thread(input, prompt)
+            except EOFError:
+                return None
 
         async def say(text: str) -> None:
             await _stream(client, url, {"conversationId": state["conversation_id"], "message": text}, state)
