@@ -157,6 +157,8 @@ def markdown(cells: list[dict[str, Any]], meta: dict[str, Any], *, for_readme: b
         parts += ["", "Full figures (absolute latencies, CPU per service): `bench/results/latest.md`."]
     if extra:
         parts += ["", *targets_section(cells, extra)]
+    if extra and extra.get("at_rest"):
+        parts += ["", *at_rest_section(extra["at_rest"])]
     if extra and extra.get("floor"):
         parts += ["", *floor_section(extra["floor"])]
     if extra and extra.get("peer"):
@@ -255,6 +257,19 @@ def targets_section(cells: list[dict[str, Any]], extra: dict[str, Any]) -> list[
         rows.append(f"| Spend exact (billing's answers = rate card = Postgres = Redis) | yes | "
                     f"{'yes' if s['spend']['exact'] else '**no**'} | {'yes' if s['spend']['exact'] else '**no**'} |")
     return rows + [""]
+
+
+def at_rest_section(at_rest: dict[str, Any]) -> list[str]:
+    """What the platform spends with nothing to do (bench_stats.cpu_at_rest, before the first cell)."""
+    spent, seconds = at_rest["ms_per_s"], at_rest["seconds"]
+    rows = ["### The platform at rest", "", "| process | CPU ms per second |", "|---|---:|"]
+    rows += [f"| {name} | {spent[name]:.1f} |" for name in PLATFORM if name in spent]
+    total = sum(v for k, v in spent.items() if k in PLATFORM)
+    rows += [f"| **Spotter's processes and servers** | **{total:.1f}** |", "",
+             f"Measured once rag has indexed the demo studio and before the first cell, {seconds:g} s with no request; "
+             f"/proc counts CPU in 10 ms ticks, so each figure is ±{10 / seconds:.1f} ms/s. Seven durable consumers (the orchestrator's six command "
+             "consumers, rag's indexer) each ask JetStream for a message once a second while none comes.", ""]
+    return rows
 
 
 def floor_section(result: dict[str, Any]) -> list[str]:

@@ -47,7 +47,7 @@ from bench_platform import DEMO_EMAIL, Platform, say  # noqa: E402
 from bench_report import (  # noqa: E402
     context_section, detail_table, markdown, ratio_table, tools_section, update_readme, write_results,
 )
-from bench_stats import Samples, TurnResult, cpu_delta, cpu_snapshot, ratio  # noqa: E402
+from bench_stats import Samples, TurnResult, cpu_at_rest, cpu_delta, cpu_snapshot, ratio  # noqa: E402
 from bench_tools import measure_read_tools  # noqa: E402
 import prompt_cache  # noqa: E402
 import retrieval  # noqa: E402
@@ -337,6 +337,10 @@ async def run_bench(
         async with asyncpg.create_pool(p.env["DATABASE_URL"], min_size=1, max_size=1) as pool:
             waited = await retrieval.wait_index_quiet(pool)
         say(f"waited {waited}s for rag's first index of the demo studio")
+        # The platform at rest, once it has settled: what every replica costs with nothing to do.
+        rest_s = 5 if quick else 15
+        extra["at_rest"] = {"seconds": rest_s, "ms_per_s": await cpu_at_rest(p.pids(), rest_s)}
+        say("at rest: " + ", ".join(f"{k} {v:.1f}" for k, v in sorted(extra["at_rest"]["ms_per_s"].items())) + " ms/s")
         if cells:
             t = time.perf_counter()
             for w in {c.workload.key: c.workload for c in cells}.values():
