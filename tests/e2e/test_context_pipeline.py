@@ -6,6 +6,7 @@ from its request log."""
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 import uuid
 from typing import Any
@@ -13,6 +14,7 @@ from typing import Any
 import asyncpg
 import httpx
 
+from spotter_orchestrator.compaction import title_prompt
 from tests.factories import make_studio
 
 from .client import Sim, Stream, auth, send, sse
@@ -171,6 +173,32 @@ async def test_titles_are_written_in_the_users_language(http: httpx.AsyncClient,
         assert re.match(script, title)
         [request] = await side_requests(sim, "title", message)
         assert f"<locale>{locale.split('-')[0]}</locale>" in request["body"]["messages"][0]["content"]
+
+
+async def test_a_title_is_asked_with_the_text_of_every_reply_of_the_first_turn(http: httpx.AsyncClient, pool: asyncpg.Pool,
+                                                                               sim: Sim) -> None:
+    """The first turn hands its replies' text to the title (not read back): a turn with a tool call has two
+    replies, and the title's <first_reply> is both, as the conversation stored them."""
+    studio = await make_studio(pool)
+    message = f"who am I? {uuid.uuid4().hex[:8]}"
+    stream = await sse(http, "POST", f"/organizations/{studio.org.id}/agent/messages",
+                       json={"conversationId": None, "message": message}, headers={**auth(studio.owner.user_id), "x-locale": "ru"})
+    finished(stream)
+    assert stream.of("tool_completed")
+    contents = await pool.fetch("SELECT content FROM ai_messages WHERE conversation_id = $1 AND role = 'assistant' ORDER BY position",
+                                uuid.UUID(stream.conversation_id))
+    assert len(contents) == 2
+    blocks = [json.loads(c["content"]) if isinstance(c["content"], str) else c["content"] for c in contents]
+    texts = ["".join(b.get("text", "") for b in content if b.get("type") == "text") for content in blocks]
+    reply = " ".join(texts).strip()
+    assert reply
+
+    async def asked() -> list[dict[str, Any]]:
+        return await side_requests(sim, "title", message)
+
+    [request] = await wait_for(asked, "the title request")
+    prompt = request["body"]["messages"][0]["content"]
+    assert prompt == title_prompt("ru", message, reply)
 
 
 async def test_the_conversation_keeps_the_callers_language(http: httpx.AsyncClient, pool: asyncpg.Pool) -> None:

@@ -18,8 +18,8 @@ import pytest
 from redis.asyncio import Redis
 
 from spotter_rag.embeddings import (
-    E5_DIMENSIONS, E5_MODEL, VOYAGE_DIMENSIONS, VOYAGE_MODEL, E5Embedder, MemoEmbedder, VoyageEmbedder, available_cpus,
-    input_hash,
+    E5_DIMENSIONS, E5_MODEL, VOYAGE_DIMENSIONS, VOYAGE_MODEL, E5Embedder, MemoEmbedder, PARALLEL_MIN_TOKENS, VoyageEmbedder,
+    available_cpus, input_hash,
 )
 from spotter_shared.errors import SpotterError
 from tests.rag.conftest import Counting
@@ -203,12 +203,21 @@ async def test_queries_asked_together_run_a_lane_each_newest_first_with_the_same
     with engine_calls(e5) as calls:
         together = await asyncio.gather(*(e5.embed([t], "query") for t in texts))
     assert all(np.array_equal(a, b[0]) for a, b in zip(alone, together, strict=True))
-    # One text per call, each embedded once. The first found every lane free: all the engine's threads.
-    # The others ran beside it, one thread each; the ones that waited for a lane went newest first, so
-    # the oldest of them came last.
+    # One text per call, each embedded once, on one engine thread each (each is short, and only the first
+    # was alone); the ones that waited for a lane went newest first, so the oldest of them came last.
     assert sorted(t for batch, _ in calls for t in batch) == sorted(texts) and all(len(b) == 1 for b, _ in calls)
-    assert calls[0] == ([texts[0]], cores) and all(threads == 1 for _, threads in calls[1:])
+    assert calls[0] == ([texts[0]], 1) and all(threads == 1 for _, threads in calls[1:])
     assert lanes == cores and calls[-1][0] == [texts[lanes]]
+
+
+async def test_a_query_alone_gets_every_engine_thread_only_when_it_is_long(e5: E5Embedder) -> None:
+    short = unique("kettlebell swings")
+    long = unique(" ".join(["kettlebell swings rowing intervals deadlift mobility"] * 4))
+    assert e5._query_lanes[0].tokens(short) < PARALLEL_MIN_TOKENS <= e5._query_lanes[0].tokens(long)
+    with engine_calls(e5) as calls:
+        await e5.embed([short], "query")
+        await e5.embed([long], "query")
+    assert calls == [([short], 1), ([long], available_cpus())]
 
 
 async def test_a_query_whose_caller_gave_up_is_not_embedded_and_does_not_stop_the_others(e5: E5Embedder) -> None:

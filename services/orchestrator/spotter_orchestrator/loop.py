@@ -22,7 +22,7 @@ from anthropic.types import TextBlockParam, ToolParam
 
 from spotter_shared.errors import ErrorCode, RemoteError
 
-from .calls import History, ToolCall, tool_calls
+from .calls import History, ToolCall, text_of, tool_calls
 from .emitter import Emitter
 from .messages_http import BodyEncoder
 from .model import ModelClient, ModelReply, ProviderError
@@ -51,6 +51,9 @@ class Finished:
     # The turn's usage as its last reply's statement left it (StoredReply); None when this attempt
     # made no call, and the turn's `done` reads it.
     usage: TurnUsage | None = None
+    # The text of the replies this attempt's calls made, joined: the title's input (Summaries.title).
+    # None when this attempt did not end the turn on a reply of its own.
+    text: str | None = None
 
 
 @dataclass(frozen=True)
@@ -92,6 +95,7 @@ class LoopContext:
     # The turn's usage as its row has it after `rounds` calls (begin_turn's row, then each reply's
     # statement): the usage of the `done` stored with the turn's last reply. None when not known.
     turn_usage: TurnUsage | None = None
+    replies: list[str] = field(default_factory=list)  # the text of each reply of this attempt's calls
     already_announced: set[str] = field(default_factory=set)  # tool ids whose tool_started was logged
     already_completed: set[str] = field(default_factory=set)
     already_pending: set[str] = field(default_factory=set)  # ids whose *_pending event was logged
@@ -240,6 +244,7 @@ class ModelLoop:
             assert last is not None
             ctx.emitter.ended(stored.done_seq, last[1])
         history.append({"role": "assistant", "content": reply.content})
+        ctx.replies.append(text_of(reply.content))
         ctx.emitter.mark()
         if text is not None and stored.text_seq is not None:
             await ctx.emitter.announce(text, stored.text_seq)
@@ -250,7 +255,7 @@ class ModelLoop:
         # Any tool_use must be answered, whatever the stop reason, or the next request is invalid.
         if calls:
             return RunTools(message_id=message_id, calls=calls)
-        return Finished(stop_reason=reply.stop_reason, usage=stored.turn_usage)
+        return Finished(stop_reason=reply.stop_reason, usage=stored.turn_usage, text=" ".join(ctx.replies).strip())
 
     def _replayable(self, ctx: LoopContext, history: History) -> History:
         messages = merge_consecutive(history)

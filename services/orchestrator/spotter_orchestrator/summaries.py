@@ -29,7 +29,7 @@ from .loop import estimate_tokens
 from .model import ModelClient, ModelReply, ProviderError
 from .peers import Peers
 from .settings import OrchestratorSettings
-from .store import StoredMessage, Store, fallback_title
+from .store import StoredMessage, Store, fallback_title, primary_language
 
 log = logging.getLogger(__name__)
 
@@ -77,13 +77,19 @@ class Summaries:
         await self._embed(job, summary)
         return await self._store.messages(cmd.conversation_id)
 
-    async def title(self, cmd: SendMessage) -> None:
-        """After the first exchange: a short title in the user's language, replacing the first line."""
-        stored = await self._store.messages(cmd.conversation_id)
-        reply = " ".join(text_of(m.content) for m in stored if m.role == "assistant" and m.turn_id == cmd.turn_id)
-        conversation = await self._store.conversation(cmd.conversation_id)
+    async def title(self, cmd: SendMessage, reply: str | None = None) -> None:
+        """After the first exchange: a short title in the user's language, replacing the first line.
+        `reply`: the text of the turn's replies when the caller made them all (the turn's first attempt);
+        the conversation's language is then the one its creation stored (the caller's, `begin_turn`).
+        Otherwise both are read."""
+        if reply is None:
+            stored = await self._store.messages(cmd.conversation_id)
+            reply = " ".join(text_of(m.content) for m in stored if m.role == "assistant" and m.turn_id == cmd.turn_id)
+            locale = (await self._store.conversation(cmd.conversation_id)).locale
+        else:
+            locale = primary_language(cmd.actor.locale)
         job = Job(cmd.actor, cmd.conversation_id, cmd.trace_id, cmd.turn_id)
-        answer = await self._ask(job, "title", TITLE_PROMPT, title_prompt(conversation.locale, cmd.message, reply.strip()),
+        answer = await self._ask(job, "title", TITLE_PROMPT, title_prompt(locale, cmd.message, reply.strip()),
                                  max_tokens=TITLE_MAX_TOKENS, budget_s=self._settings.spotter_title_budget_s)
         title = clean_title(answer) if answer else None
         if title is None:

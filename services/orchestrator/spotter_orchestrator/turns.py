@@ -154,8 +154,10 @@ class TurnRunner:
                     and (await self._store.conversation(cmd.conversation_id)).title == fallback_title(cmd.message))
         if cmd.is_new and (isinstance(outcome, Finished) or untitled):
             # After `done` is out (the client never waits for it): best effort, its own budget.
+            # A first delivery made every reply of the turn: their text is at hand, not read back.
+            reply = outcome.text if first and isinstance(outcome, Finished) else None
             try:
-                await self._summaries.title(cmd)
+                await self._summaries.title(cmd, reply)
             except Exception as exc:  # noqa: BLE001 — a title never fails a turn that already finished
                 telemetry.event(log, "agent.title.failed", reason="internal", error=type(exc).__name__, traceId=cmd.trace_id)
 

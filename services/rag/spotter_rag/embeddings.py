@@ -43,6 +43,9 @@ log = logging.getLogger(__name__)
 Kind = Literal["query", "passage"]
 
 VOYAGE_URL = "https://api.voyageai.com/v1/embeddings"
+
+# A query alone in flight with at least this many tokens runs on every engine thread (E5Embedder).
+PARALLEL_MIN_TOKENS = 24
 VOYAGE_MAX_BATCH = 128
 
 # Cosine below which a semantic neighbour that nothing lexical found is not a hit, per scope.
@@ -86,11 +89,14 @@ class E5Embedder:
     passages (indexing, in bulk, on every engine thread), so a batch of 32 passages (~1 s here) never
     holds up a query.
 
-    A query alone in flight runs on every engine thread (fastest for one: 28 against 39 ms here). With
-    others in flight, each runs on one thread of its own lane: the engine's threads meet at a barrier
-    many times per text, so spread over a busy machine they wait for each other (8 callers here with
-    three other busy processes on two cores: p50 200 / p90 446 ms on shared threads, 83 / 171 ms on a
-    thread each). Waiting queries go newest first, and a query whose caller gave up (ambient waits for
+    A query runs on one engine thread unless it is alone in flight and long: the engine's threads meet
+    at a barrier many times per text, and for a short text that costs more than it shares. Measured here
+    (one text every 20 ms, wall / CPU ms, one thread against two): 15 tokens 23 / 23 against 27 / 34,
+    23 tokens 34 / 34 against 33 / 46, 40 tokens 58 / 58 against 46 / 71, 79 tokens 117 / 117 against
+    77 / 132. Ambient embeds a message's terms, mostly under 24 tokens (PARALLEL_MIN_TOKENS); a long one
+    alone gets every thread, so it still comes within ambient's wait. With others in flight each runs on
+    one thread of its own lane (8 callers here with three other busy processes on two cores: p50 200 /
+    p90 446 ms on shared threads, 83 / 171 ms on a thread each). Waiting queries go newest first, and a query whose caller gave up (ambient waits for
     its vector only so long) is never embedded: with more queries than rag can embed, the late ones
     are shed and those still waited for are served, where first in, first out would make every query
     wait behind older ones about to be given up on."""
@@ -131,7 +137,9 @@ class E5Embedder:
             if query.vector.done():  # a caller that gave up is not embedded
                 continue
             alone = len(self._idle) == len(self._query_lanes) and not self._waiting
-            task = asyncio.get_running_loop().create_task(self._embed_query(self._idle.pop(), query, self._threads if alone else 1))
+            lane = self._idle.pop()
+            long = alone and self._threads > 1 and lane.tokens(query.text) >= PARALLEL_MIN_TOKENS
+            task = asyncio.get_running_loop().create_task(self._embed_query(lane, query, self._threads if long else 1))
             self._running.add(task)
             task.add_done_callback(self._running.discard)
 
@@ -165,6 +173,11 @@ class _Lane:
     async def start(self) -> None:
         if self._model is None:
             self._model, self._openmp = await asyncio.get_running_loop().run_in_executor(self._executor, _load_e5)
+
+    def tokens(self, text: str) -> int:
+        """The tokens a query feeds the engine (0 before the handle is loaded). The tokenizer only reads
+        the handle, so this runs on the caller's thread while the lane may be encoding."""
+        return self._model.token_count(text, True) if self._model is not None else 0  # type: ignore[attr-defined]
 
     async def run(self, kind: Kind, texts: list[str], threads: int) -> np.ndarray:
         await self.start()
