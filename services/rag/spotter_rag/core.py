@@ -217,6 +217,7 @@ _VISIBLE = """(d.organization_id = $1 OR (d.scope = 'exercise' AND d.organizatio
                        AND lower(o.label) = lower(d.label))))"""
 
 # Bodies are lower case with padded lines (documents.py): line 1 the label, line 2 other names.
+# `names` and `head` are those two lines as the query reads them, stored with each document (migration 0017).
 # Each pattern is one trigram-index search (a needle "" matches nothing by similarity); a pattern
 # that names more than ROWS_PER_PATTERN rows is cut there.
 _LEXICAL = f"""
@@ -224,7 +225,7 @@ WITH t AS (SELECT * FROM unnest($3::int[], $4::text[], $5::text[], $8::text[], $
                          AS t(term, needle, pat, name_pat, kind)),
 liked AS MATERIALIZED (
     SELECT t.*, d.* FROM t CROSS JOIN LATERAL (
-        SELECT d.scope, d.entity_id, d.label, d.detail, d.body FROM rag_documents d
+        SELECT d.scope, d.entity_id, d.label, d.detail, d.body, d.names, d.head FROM rag_documents d
          WHERE d.scope = ANY($2::text[]) AND {_VISIBLE} AND d.body LIKE t.pat
          LIMIT {ROWS_PER_PATTERN}) d
 ),
@@ -238,22 +239,21 @@ fuzzy AS MATERIALIZED (
 ),
 hits AS (
     SELECT found.scope, found.entity_id::text AS id, found.label, found.detail, found.term,
-           bool_or(kind = {WORD} AND ' ' || regexp_replace(split_part(body, E'\\n', 1) || ' ' || split_part(body, E'\\n', 2),
-                                                            '[^[:alnum:]]+', ' ', 'g') || ' ' LIKE name_pat) AS name_hit,
+           bool_or(kind = {WORD} AND names LIKE name_pat) AS name_hit,
            bool_or(kind = {WORD} AND body LIKE pat) AS text_hit,
            bool_or(kind = {KEY} AND body LIKE pat) AS key_hit,
            bool_or(kind = {SHORT_KEY} AND body LIKE pat) AS short_key_hit,
            max(CASE WHEN needle <> ''
-                    THEN word_similarity(needle, split_part(body, E'\\n', 1) || split_part(body, E'\\n', 2))
+                    THEN word_similarity(needle, head)
                     ELSE 0 END) AS similarity
       FROM (SELECT * FROM liked
             UNION ALL
             SELECT t.*, d.* FROM fuzzy t
             CROSS JOIN LATERAL (
-                SELECT d.scope, d.entity_id, d.label, d.detail, d.body FROM rag_documents d
+                SELECT d.scope, d.entity_id, d.label, d.detail, d.body, d.names, d.head FROM rag_documents d
                  WHERE d.scope = ANY($2::text[]) AND {_VISIBLE} AND t.needle <% d.body AND NOT d.body LIKE t.pat
                  LIMIT {ROWS_PER_PATTERN}) d
-           ) AS found (term, needle, pat, name_pat, kind, scope, entity_id, label, detail, body)
+           ) AS found (term, needle, pat, name_pat, kind, scope, entity_id, label, detail, body, names, head)
      GROUP BY found.scope, found.entity_id, found.label, found.detail, found.term
 ),
 counted AS (
