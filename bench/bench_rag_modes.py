@@ -44,7 +44,7 @@ async def measure_modes(database_url: str, org_id: str, queries: Sequence[Any], 
     try:
         from spotter_rag.core import HybridSearch  # noqa: PLC0415
         from spotter_rag.embeddings import E5_MODEL, E5Embedder  # noqa: PLC0415
-        from spotter_rag.terms import extract_terms  # noqa: PLC0415
+        from spotter_shared.terms import extract_terms  # noqa: PLC0415
     except ImportError as exc:
         return {"ranks": {}, "floor": None, "note": f"lexical/semantic split not measured: {exc}"}
 

@@ -481,8 +481,9 @@ def main(argv: Optional[list[str]] = None) -> int:
             f"{turns_per_conversation(ONE_TOOL_FOLLOW_UP)} one-tool turns of the cell, each with one exchange, so none "
             "grows past 12 messages, below compaction's 24): no conversation to create and "
             "no title call, the model work of a plain follow-up is one streamed call. Their direct baseline replays "
-            "the requests of a conversation's second turn. Neither message reaches ambient search's embedding (one is "
-            "under 30 characters, the other has no terms once stopwords are stripped); the *new words* rows send "
+            "the requests of a conversation's second turn. Neither message is searched for ambient context (one is "
+            "under 30 characters, the other has no terms once stopwords are stripped: the orchestrator does not ask "
+            "rag, `spotter_shared.terms.searchable`); the *new words* rows send "
             f"“{PLAIN_FRESH.message}” and three everyday words drawn at random, so rag embeds each one (nothing "
             "memoised), as it does a real staff message."
         ),

@@ -17,7 +17,8 @@ from tests.platform import Platform
 
 from .client import auth, sse
 
-MESSAGE = "find Saar Levi"
+# Long enough (30 characters) and with names in it, so the turn also asks rag for ambient context.
+MESSAGE = "could you please find Saar Levi"
 
 
 def _ancestors(span: Span, by_id: dict[str, Span]) -> list[Span]:

@@ -1,12 +1,16 @@
 """Term extraction in English, Hebrew and Russian, and the consonant-skeleton keys that let a
-name written in one script find its spelling in another. Pure functions: no servers."""
+name written in one script find its spelling in another, and which messages ambient search
+searches at all. Pure functions: no servers."""
 
 from __future__ import annotations
 
+import uuid
+
 import pytest
 
-from spotter_rag.phonetic import name_keys, query_patterns, skeletons
-from spotter_rag.terms import extract_terms, like_pattern, name_pattern
+from spotter_rag.core import HybridSearch
+from spotter_shared.phonetic import name_keys, query_patterns, skeletons
+from spotter_shared.terms import extract_terms, like_pattern, name_pattern, searchable
 
 
 def words(text: str) -> list[str]:
@@ -102,3 +106,30 @@ def test_a_hebrew_word_with_a_geresh_stays_whole_and_keys_as_j_ch_zh() -> None:
     assert words("ג׳ורג׳ צ'רלי ז'קלין") == ["ג׳ורג׳", "צ'רלי", "ז'קלין"]
     assert skeletons("צ'רלי") == ["crl", "krl"] and "krl" in skeletons("Charlie") and "crl" in skeletons("Чарли")
     assert skeletons("ז'ניה") == skeletons("Zhenya") == ["sn"]
+
+
+class _NoPool:
+    """A pool a search that gets as far as Postgres asks for: the test hears that it did."""
+
+    def acquire(self) -> None:
+        raise LookupError("searched")
+
+
+@pytest.mark.parametrize("message", [
+    "ok do it", "thanks!", "hello there, how are you today?", "can you please tell me what we have for today?",
+    "מה שלומך היום? הכל טוב אצלי, תודה רבה על העזרה", "Привет! Как у тебя дела сегодня, всё хорошо?",
+    "any ideas for kettlebell swings and rowing intervals", "תמצא לי בבקשה את סער כהן ומה מצב התשלום שלו",
+    "Покажи программу Саара Коэна на эту неделю", "     saar                          ",
+])
+async def test_searchable_is_what_ambient_search_searches(message: str) -> None:
+    """The orchestrator asks rag for ambient context only when `searchable` says rag would search:
+    the same answer as rag's own ambient search, which either skips the message or goes to Postgres."""
+    search = HybridSearch(_NoPool(), None)  # type: ignore[arg-type]
+    try:
+        result = await search.ambient(uuid.uuid4(), message)
+    except LookupError:
+        searched = True
+    else:
+        assert result.hits == [] and result.skipped in ("too_short", "no_terms")
+        searched = False
+    assert searchable(message) is searched

@@ -27,6 +27,7 @@ from spotter_shared.contracts.rag import AmbientHit
 from spotter_shared.contracts.tools import CallState, CloseCalls, ResolveCall, ToolName, ToolOutcome, ToolSpec, UndoRequest
 from spotter_shared.errors import ErrorCode, RemoteError, SpotterError
 from spotter_shared.observability import Endpoint, ReplayViolation, TurnCompleted, TurnFailed, TurnStarted
+from spotter_shared.terms import searchable
 from spotter_shared.turnlock import LeaseKeeper, Run, TurnLock
 
 from .activity import session_activity
@@ -703,10 +704,15 @@ class FirstQuestions:
     """What a new user message asks before its model call that needs nothing the turn reads (ambient
     search), asked at once, beside the turn's set-up; awaited where the turn needs it."""
 
-    ambient: asyncio.Task[list[AmbientHit]]
+    ambient: asyncio.Future[list[AmbientHit]]
 
     @classmethod
     def ask(cls, peers: Peers, cmd: SendMessage) -> FirstQuestions:
+        if not searchable(cmd.message):
+            # Rag would answer `too_short` or `no_terms` (the same code decides): no hits, no round trip.
+            nothing: asyncio.Future[list[AmbientHit]] = asyncio.get_running_loop().create_future()
+            nothing.set_result([])
+            return cls(ambient=nothing)
         return cls(ambient=asyncio.create_task(peers.ambient(cmd.actor.organization_id, cmd.message, cmd.trace_id)))
 
     def drop(self) -> None:

@@ -42,14 +42,13 @@ import numpy as np
 from spotter_shared import metrics
 from spotter_shared.contracts.rag import SCOPES, AmbientHit, AmbientQuery, AmbientResult, Scope, SearchQuery, SearchResult
 from spotter_shared.errors import ErrorCode, SpotterError
+from spotter_shared.phonetic import MIN_KEY
+from spotter_shared.terms import MIN_QUERY_CHARS, Term, extract_terms, like_pattern, name_pattern
 
 from .embeddings import Embedder, vector_literal
-from .phonetic import MIN_KEY
-from .terms import Term, extract_terms, like_pattern, name_pattern
 
 log = logging.getLogger(__name__)
 
-MIN_QUERY_CHARS = 30
 MAX_PER_SCOPE = 3
 MAX_TOTAL = 5
 # Candidate rows per scope from each side before fusion; bounds the work a chatty message can cause.

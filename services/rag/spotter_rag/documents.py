@@ -30,7 +30,7 @@ import asyncpg
 
 from spotter_shared.contracts.rag import SCOPES, Scope
 
-from .phonetic import name_keys
+from spotter_shared.phonetic import name_keys
 
 # Bump when the body or passage composition changes: every document's hash changes with it and the
 # sweep rebuilds the index in the background.

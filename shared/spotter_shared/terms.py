@@ -1,6 +1,9 @@
 """The searchable words of a message (seed 000: "token extraction strips stopwords — articles,
 verbs, calendar tokens, entity nouns — before lexical search"), in English, Hebrew and Russian.
 
+Rag searches by them; they live here so the orchestrator can tell, with the same code, a message
+ambient search would find nothing for (too short, or no searchable word) and not ask (`searchable`).
+
 Each kept word carries its variants: itself; in Hebrew, the word without the one-letter
 prefixes that attach to it (ה ו ב ל מ ש כ: "לסער" → "סער", "ובסקוואט" → "סקוואט"); in Russian
 and English, a light stem without a case or plural ending ("Коэном" → "коэн", "squats" →
@@ -10,11 +13,14 @@ and English, a light stem without a case or plural ending ("Коэном" → "�
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from .phonetic import HEBREW, query_patterns, script_of
 
 MAX_TERMS = 8
+# A message shorter than this gets no ambient search (chit-chat: "thanks!", "ok do it").
+MIN_QUERY_CHARS = 30
 
 # Words that never identify an entity: articles, pronouns, auxiliaries and common verbs, calendar
 # words, the entity nouns themselves, in English, Hebrew and Russian. Calendar words that are also
@@ -211,10 +217,21 @@ def make_term(word: str, weight: float = 1.0) -> Term:
 def extract_terms(text: str, *, weight: float = 1.0, limit: int = MAX_TERMS) -> list[Term]:
     """The message's searchable words, in order, without duplicates, at most `limit`."""
     words: list[str] = []
+    for word in _words(text):
+        if word not in words:
+            words.append(word)
+    return [make_term(w, weight) for w in words[:limit]]
+
+
+def searchable(text: str) -> bool:
+    """Whether ambient search would search this message at all: long enough, with a searchable word
+    (rag's `HybridSearch.ambient` answers `too_short` / `no_terms` otherwise)."""
+    return len(text.strip()) >= MIN_QUERY_CHARS and next(_words(text), None) is not None
+
+
+def _words(text: str) -> Iterator[str]:
     for word in _WORD.findall(text.lower()):
         # \w includes "_" and digits; neither names a member or a program.
         word = word.strip("_")
-        if word in words or _is_noise(word):
-            continue
-        words.append(word)
-    return [make_term(w, weight) for w in words[:limit]]
+        if not _is_noise(word):
+            yield word
