@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Literal
 
 from .phonetic import HEBREW, query_patterns, script_of
 
@@ -223,10 +224,19 @@ def extract_terms(text: str, *, weight: float = 1.0, limit: int = MAX_TERMS) -> 
     return [make_term(w, weight) for w in words[:limit]]
 
 
+def unsearched(text: str) -> Literal["too_short", "no_terms"] | None:
+    """Why ambient search does not search this message (rag's answer: `AmbientResult.skipped`), or None
+    when it does."""
+    if len(text.strip()) < MIN_QUERY_CHARS:
+        return "too_short"
+    if next(_words(text), None) is None:
+        return "no_terms"
+    return None
+
+
 def searchable(text: str) -> bool:
-    """Whether ambient search would search this message at all: long enough, with a searchable word
-    (rag's `HybridSearch.ambient` answers `too_short` / `no_terms` otherwise)."""
-    return len(text.strip()) >= MIN_QUERY_CHARS and next(_words(text), None) is not None
+    """Whether ambient search would search this message at all (the orchestrator asks rag only then)."""
+    return unsearched(text) is None
 
 
 def _words(text: str) -> Iterator[str]:

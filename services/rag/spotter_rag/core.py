@@ -43,7 +43,7 @@ from spotter_shared import metrics
 from spotter_shared.contracts.rag import SCOPES, AmbientHit, AmbientQuery, AmbientResult, Scope, SearchQuery, SearchResult
 from spotter_shared.errors import ErrorCode, SpotterError
 from spotter_shared.phonetic import MIN_KEY
-from spotter_shared.terms import MIN_QUERY_CHARS, Term, extract_terms, like_pattern, name_pattern
+from spotter_shared.terms import Term, extract_terms, like_pattern, name_pattern, unsearched
 
 from .embeddings import Embedder, vector_literal
 
@@ -326,11 +326,9 @@ class HybridSearch:
 
     async def ambient(self, org_id: str | uuid.UUID, text: str) -> AmbientResult:
         org = _org(org_id)
-        if len(text.strip()) < MIN_QUERY_CHARS:
-            return AmbientResult(hits=[], skipped="too_short")
+        if (skipped := unsearched(text)) is not None:
+            return AmbientResult(hits=[], skipped=skipped)
         terms = extract_terms(text)
-        if not terms:
-            return AmbientResult(hits=[], skipped="no_terms")
         found = _Found()
         try:
             # The caller's budget is 800 ms end to end; answering late is worth nothing, so the
