@@ -89,17 +89,17 @@ class E5Embedder:
     passages (indexing, in bulk, on every engine thread), so a batch of 32 passages (~1 s here) never
     holds up a query.
 
-    A query runs on one engine thread unless it is alone in flight and long: the engine's threads meet
-    at a barrier many times per text, and for a short text that costs more than it shares. Measured here
-    (one text every 20 ms, wall / CPU ms, one thread against two): 15 tokens 23 / 23 against 27 / 34,
-    23 tokens 34 / 34 against 33 / 46, 40 tokens 58 / 58 against 46 / 71, 79 tokens 117 / 117 against
-    77 / 132. Ambient embeds a message's terms, mostly under 24 tokens (PARALLEL_MIN_TOKENS); a long one
-    alone gets every thread, so it still comes within ambient's wait. With others in flight each runs on
-    one thread of its own lane (8 callers here with three other busy processes on two cores: p50 200 /
-    p90 446 ms on shared threads, 83 / 171 ms on a thread each). Waiting queries go newest first, and a query whose caller gave up (ambient waits for
-    its vector only so long) is never embedded: with more queries than rag can embed, the late ones
-    are shed and those still waited for are served, where first in, first out would make every query
-    wait behind older ones about to be given up on."""
+    A query runs on one engine thread unless it is alone in flight and long: the engine's threads meet at a
+    barrier many times per text, and for a short text that costs more than it shares. Measured here (one text
+    every 20 ms, wall / CPU ms, one thread against two): 15 tokens 23 / 23 against 27 / 34, 23 tokens 34 / 34
+    against 33 / 46, 40 tokens 58 / 58 against 46 / 71, 79 tokens 117 / 117 against 77 / 132. Ambient embeds a
+    message's terms, mostly under 24 tokens (PARALLEL_MIN_TOKENS); a long one alone gets every thread, so it
+    still comes within ambient's wait. With others in flight each runs on one thread of its own lane (8 callers
+    here with three other busy processes on two cores: p50 200 / p90 446 ms on shared threads, 83 / 171 ms on a
+    thread each). Waiting queries go newest first, and a query whose caller gave up (ambient waits for its
+    vector only so long) is never embedded: with more queries than rag can embed, the late ones are shed and
+    those still waited for are served, where first in, first out would make every query wait behind older ones
+    about to be given up on."""
 
     model = E5_MODEL
     dimensions = E5_DIMENSIONS
