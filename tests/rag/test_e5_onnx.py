@@ -23,6 +23,7 @@ TEXTS = [
     "ＦＵＬＬ width ① ﬁ ligature Ñandú café naïve",
     "emoji 💪🏋️‍♀️ and 中文测试 日本語のテスト 한국어",
     "literal <s> and </s> and <unk> typed by a user",
+    "hieroglyphs 𓀀𓂀 and ꙮ: characters no piece has",
     "x",
     "",
 ]

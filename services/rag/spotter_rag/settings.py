@@ -17,7 +17,7 @@ class RagSettings(CommonSettings):
     # pgvector HNSW ef_search (PITFALLS: recall@10 0.975 at 40 over 100k × 384).
     rag_hnsw_ef_search: int = Field(default=40, ge=10, le=1000)
 
-    # e5 lanes for queries, one model handle (~21 MB) each; 0: one per CPU this process may use (its
+    # e5 lanes for queries, a thread each on one shared engine; 0: one per CPU this process may use (its
     # cgroup's CPU quota, rounded up, or its CPU affinity).
     rag_query_lanes: int = Field(default=0, ge=0, le=64)
 
