@@ -260,8 +260,8 @@ class E5Onnx:
         self.dimensions = self.image.hidden
         graph = encoder_graph(self.image)
         names = list(graph.weights)
-        values = [ort.OrtValue.ortvalue_from_numpy(graph.weights[name]) for name in names]
-        self._weights = graph.weights  # the sessions read these arrays: they live as long as the engine
+        # The sessions read these (and the arrays they wrap, which they keep) for as long as the engine lives.
+        self._initializers = [ort.OrtValue.ortvalue_from_numpy(graph.weights[name]) for name in names]
         self._sessions = {}
         for n in sorted({1, max(1, threads)}):
             options = ort.SessionOptions()
@@ -270,7 +270,7 @@ class E5Onnx:
             options.log_severity_level = 3
             # A pool's threads otherwise spin between operators, burning a core a query leaves idle.
             options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-            options.add_external_initializers(names, values)
+            options.add_external_initializers(names, self._initializers)
             self._sessions[n] = ort.InferenceSession(graph.model, options, providers=["CPUExecutionProvider"])
         self._words = self.image.blocks("emb.word", self.image.vocab, self.image.hidden)
         self._positions = self.image.floats("emb.pos").reshape(self.image.max_positions, self.image.hidden)
