@@ -17,6 +17,7 @@ import httpx
 from bench_stats import TurnResult
 
 TURN_TIMEOUT_S = 60.0
+DRAIN_S = 1.0  # after `done`, how long the end of the response is waited for (it comes at once)
 
 # Arguments `messages.stream()` takes by name; anything else in a captured body goes in extra_body.
 _SDK_KEYS = {
@@ -144,7 +145,8 @@ class Conversations:
 
 async def gateway_turn(client: httpx.AsyncClient, gw: Gateway, workload: Workload,
                        conversation_id: Optional[str] = None, headers: Optional[dict[str, str]] = None) -> TurnResult:
-    """One turn, in a new conversation or the one given: POST, read SSE until this turn's `done`.
+    """One turn, in a new conversation or the one given: POST, read SSE until this turn's `done` (and on to the
+    response's end, so the connection is kept).
     `headers` are sent besides the gateway's own (a `traceparent`, say)."""
     t0 = time.perf_counter()
     ttft: Optional[float] = None
@@ -152,8 +154,9 @@ async def gateway_turn(client: httpx.AsyncClient, gw: Gateway, workload: Workloa
     text: list[str] = []
     tools_ok: list[str] = []
     problems: list[str] = []
+    total: Optional[float] = None
     try:
-        async with asyncio.timeout(TURN_TIMEOUT_S):
+        async with asyncio.timeout(TURN_TIMEOUT_S) as deadline:
             async with client.stream("POST", gw.url, headers={**gw.headers, **(headers or {})},
                                      json={"conversationId": conversation_id, "message": workload.text()}) as r:
                 if r.status_code != 200:
@@ -176,6 +179,8 @@ async def gateway_turn(client: httpx.AsyncClient, gw: Gateway, workload: Workloa
                     payload = _json("\n".join(data))
                     kind = event or payload.get("type")
                     event, data = None, []
+                    if total is not None:
+                        continue  # after `done`: read on to the end of the response
                     if first is None:
                         first = time.perf_counter() - t0
                     if kind == "text_delta":
@@ -192,15 +197,20 @@ async def gateway_turn(client: httpx.AsyncClient, gw: Gateway, workload: Workloa
                     elif kind == "error":
                         problems.append(f"error event {payload.get('code')}: {payload.get('message')}")
                     elif kind == "done":
+                        # The turn ends here. The response ends right after it; reading on to its end,
+                        # as a browser's reader and the SDK's stream do, keeps the connection for the next
+                        # turn (closing a response midway closes its connection).
                         total = time.perf_counter() - t0
                         conversation_id = payload.get("conversationId") or payload.get("conversation_id")
-                        break
-                else:
+                        deadline.reschedule(asyncio.get_running_loop().time() + DRAIN_S)
+                if total is None:
                     return TurnResult(False, error="gateway: stream ended without `done`" + (f" ({'; '.join(problems)})" if problems else ""))
     except TimeoutError:
-        return TurnResult(False, error=f"gateway turn stalled: no `done` after {TURN_TIMEOUT_S:.0f}s (ttft {ttft})")
+        if total is None:
+            return TurnResult(False, error=f"gateway turn stalled: no `done` after {TURN_TIMEOUT_S:.0f}s (ttft {ttft})")
     except httpx.HTTPError as exc:
-        return TurnResult(False, error=f"gateway: {type(exc).__name__}: {exc}")
+        if total is None:
+            return TurnResult(False, error=f"gateway: {type(exc).__name__}: {exc}")
     if problems:
         return TurnResult(False, error="gateway: " + "; ".join(problems))
     missing = [t for t in workload.tools if t not in tools_ok]

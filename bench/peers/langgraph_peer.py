@@ -62,7 +62,7 @@ if str(BENCH_DIR) not in sys.path:
 
 import httpx  # noqa: E402
 
-from bench_clients import TURN_TIMEOUT_S, Workload, run_closed_loop  # noqa: E402
+from bench_clients import DRAIN_S, TURN_TIMEOUT_S, Workload, run_closed_loop  # noqa: E402
 from bench_stats import Samples, TurnResult, cpu_delta, cpu_snapshot, ratio  # noqa: E402
 
 NAME = "langgraph"
@@ -386,8 +386,9 @@ async def langgraph_turn(client: httpx.AsyncClient, base_url: str, workload: Wor
         "if_not_exists": "create",
     }
     url = f"{base_url}/threads/{uuid.uuid4()}/runs/stream"
+    total: float | None = None
     try:
-        async with asyncio.timeout(TURN_TIMEOUT_S):
+        async with asyncio.timeout(TURN_TIMEOUT_S) as deadline:
             async with client.stream("POST", url, json=body, headers={"Accept": "text/event-stream"}) as r:
                 if r.status_code != 200:
                     detail = (await r.aread()).decode(errors="replace")[:300]
@@ -408,6 +409,8 @@ async def langgraph_turn(client: httpx.AsyncClient, base_url: str, workload: Wor
                         continue
                     kind, raw = event, "\n".join(data)
                     event, data = None, []
+                    if total is not None:
+                        continue  # after `end`: read on to the end of the response (the connection is kept)
                     if first is None:
                         first = time.perf_counter() - t0
                     if kind == "messages":
@@ -430,12 +433,16 @@ async def langgraph_turn(client: httpx.AsyncClient, base_url: str, workload: Wor
                     elif kind == "error":
                         problems.append(f"error event: {raw[:300]}")
                     elif kind == "end":
-                        break
-                total = time.perf_counter() - t0
+                        total = time.perf_counter() - t0
+                        deadline.reschedule(asyncio.get_running_loop().time() + DRAIN_S)
+                if total is None:
+                    total = time.perf_counter() - t0
     except TimeoutError:
-        return TurnResult(False, error=f"{NAME} turn stalled: not done after {TURN_TIMEOUT_S:.0f}s (ttft {ttft})")
+        if total is None:
+            return TurnResult(False, error=f"{NAME} turn stalled: not done after {TURN_TIMEOUT_S:.0f}s (ttft {ttft})")
     except httpx.HTTPError as exc:
-        return TurnResult(False, error=f"{NAME}: {type(exc).__name__}: {exc}")
+        if total is None:
+            return TurnResult(False, error=f"{NAME}: {type(exc).__name__}: {exc}")
     if problems:
         return TurnResult(False, error=f"{NAME}: " + "; ".join(problems))
     expected = [TOOL_NAME for _ in workload.tools]

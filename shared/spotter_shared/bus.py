@@ -532,6 +532,12 @@ def _error(code: str, message: str) -> tuple[bytes, dict[str, str]]:
     return ErrorReply(code=code, message=message).to_bytes(), {ERROR_HEADER: code}
 
 
+# A pull request's fate is known this long after it expires (its 408, or nothing: it is gone).
+_PULL_MARGIN_S = 1.0
+_STATUS = "Status"
+_PENDING_MESSAGES = "Nats-Pending-Messages"
+
+
 class Pullers:
     """Durable command endpoints (the orchestrator's turn commands) consumed with nats-py's pull API on
     the bare connection instead of FastStream's pull subscriber, for the reason `Responders` exists:
@@ -580,11 +586,8 @@ class Pullers:
         if self.router.parent is broker:
             NatsRouter().include_router(self.router)  # as Responders.start: FastStream never subscribes it
         pulling = Pulling(broker)
-        js = broker.connection.jetstream()
         for pull in self._declared:
-            sub = await js.pull_subscribe(pull.endpoint.subject, durable=pull.durable, stream=pull.stream,
-                                          config=pull.config)
-            pulling.consume(pull, sub, context)
+            await pulling.consume(pull, context)
         return pulling
 
 
@@ -600,45 +603,27 @@ class _Pull:
 
 
 class Pulling:
-    """Started pullers: their fetch loops and the messages in their handlers."""
+    """Started pullers: each endpoint's pull loop and the messages in their handlers."""
 
     def __init__(self, broker: NatsBroker) -> None:
         self._broker = broker
-        self._subscriptions: list[Any] = []
-        self._loops: list[asyncio.Task[None]] = []
+        self._pullers: list[_Puller] = []
         self._handling: dict[asyncio.Task[None], Msg] = {}
 
-    def consume(self, pull: _Pull, sub: Any, context: tuple[Any, ...]) -> None:
-        self._subscriptions.append(sub)
-        self._loops.append(asyncio.create_task(self._fetch(pull, sub, context), name=f"pull {pull.durable}"))
+    async def consume(self, pull: _Pull, context: tuple[Any, ...]) -> None:
+        puller = _Puller(self._broker.connection, pull, context, self)
+        await puller.start()
+        self._pullers.append(puller)
 
-    async def _fetch(self, pull: _Pull, sub: Any, context: tuple[Any, ...]) -> None:
-        workers = asyncio.Semaphore(pull.max_workers)
+    def handle(self, pull: _Pull, msg: Msg, context: tuple[Any, ...], done: Callable[[], None]) -> None:
+        task = asyncio.create_task(self._handle(pull, msg, context))
+        self._handling[task] = msg
 
-        def done(task: asyncio.Task[None]) -> None:
+        def finished(task: asyncio.Task[None]) -> None:
             self._handling.pop(task, None)
-            workers.release()
+            done()
 
-        while True:
-            await workers.acquire()
-            try:
-                msgs = await sub.fetch(1, timeout=pull.poll_s)
-            except NatsTimeoutError:  # nothing arrived while the pull request lived: ask again
-                workers.release()
-                continue
-            except ConnectionClosedError:
-                workers.release()
-                await asyncio.sleep(pull.poll_s)  # shutting down (stop cancels this loop) or gone for good
-                continue
-            except Exception:  # noqa: BLE001 — a JetStream API error (consumer recreated, leader change): ask again
-                workers.release()
-                log.warning("pull on %s failed", pull.durable, exc_info=True)
-                await asyncio.sleep(pull.poll_s)
-                continue
-            for msg in msgs:  # one
-                task = asyncio.create_task(self._handle(pull, msg, context))
-                self._handling[task] = msg
-                task.add_done_callback(done)
+        task.add_done_callback(finished)
 
     async def _handle(self, pull: _Pull, msg: Msg, context: tuple[Any, ...]) -> None:
         with consuming(msg):
@@ -663,14 +648,9 @@ class Pulling:
 
     async def stop(self, grace_s: float = 10.0) -> None:
         """Ask for no more messages; cancel the handlers still running and give their messages back."""
-        for loop in self._loops:
-            loop.cancel()
-        await asyncio.gather(*self._loops, return_exceptions=True)
-        self._loops.clear()
-        for sub in self._subscriptions:
-            with contextlib.suppress(Exception):  # the connection may already be closed
-                await sub.unsubscribe()
-        self._subscriptions.clear()
+        for puller in self._pullers:
+            await puller.stop()
+        self._pullers.clear()
         running = dict(self._handling)
         for task in running:
             task.cancel()
@@ -680,3 +660,92 @@ class Pulling:
             if not msg.is_acked:
                 with contextlib.suppress(Exception):  # the connection may already be closed
                     await msg.nak()
+
+
+class _Puller:
+    """One endpoint's pull: pull requests for as many messages as it has free workers, answered on an
+    inbox of its own as the messages arrive. A burst of commands comes in one go rather than one
+    request's round trip apart (nats-py's `fetch(n)` returns only once it has n, or at its timeout,
+    so it was `fetch(1)` in a loop: ~4 ms a command while the loop was busy with the ones before).
+
+    What was asked for and not yet delivered is counted: a request lives `poll_s` and then expires,
+    and the server says so (status 408) with how many it still owed (`Nats-Pending-Messages`), so
+    the count falls back and the loop asks again; at rest one request a `poll_s`, as before. A status
+    without that count (409: the consumer deleted, a leader change) and a request lost with its
+    connection are covered by time: once `poll_s` and a margin have passed since the last request,
+    every request has expired, and nothing is owed."""
+
+    def __init__(self, nc: Any, pull: _Pull, context: tuple[Any, ...], pulling: Pulling) -> None:
+        self._nc = nc
+        self._pull = pull
+        self._context = context
+        self._pulling = pulling
+        self._free = pull.max_workers
+        self._owed = 0  # asked for in live requests, not delivered yet
+        self._asked_at = 0.0
+        self._wake = asyncio.Event()
+        self._sub: Any = None
+        self._loop_task: asyncio.Task[None] | None = None
+        self._next = f"$JS.API.CONSUMER.MSG.NEXT.{pull.stream}.{pull.durable}"
+
+    async def start(self) -> None:
+        js = self._nc.jetstream()
+        pull = self._pull
+        try:
+            await js.consumer_info(pull.stream, pull.durable)
+        except NotFoundError:  # created as nats-py's pull_subscribe creates it
+            config = pull.config
+            config.filter_subject = pull.endpoint.subject
+            config.name = config.durable_name = pull.durable
+            await js.add_consumer(pull.stream, config=config)
+        self._inbox = self._nc.new_inbox()
+        self._sub = await self._nc.subscribe(self._inbox, cb=self._arrived)
+        self._loop_task = asyncio.create_task(self._ask(), name=f"pull {pull.durable}")
+
+    async def stop(self) -> None:
+        if self._loop_task is not None:
+            self._loop_task.cancel()
+            await asyncio.gather(self._loop_task, return_exceptions=True)
+        if self._sub is not None:
+            with contextlib.suppress(Exception):  # the connection may already be closed
+                await self._sub.unsubscribe()
+
+    async def _ask(self) -> None:
+        poll_s = self._pull.poll_s
+        loop = asyncio.get_running_loop()
+        while True:
+            if self._owed and loop.time() - self._asked_at > poll_s + _PULL_MARGIN_S:
+                self._owed = 0  # every request has expired by now, its 408 lost or never sent
+            want = self._free - self._owed
+            if want <= 0:
+                self._wake.clear()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), poll_s + _PULL_MARGIN_S)
+                continue
+            request = json.dumps({"batch": want, "expires": int(poll_s * 1e9)}).encode()
+            try:
+                await self._nc.publish(self._next, request, reply=self._inbox)
+            except Exception:  # noqa: BLE001 — closed or reconnecting: ask again after a while
+                log.warning("pull on %s failed", self._pull.durable, exc_info=True)
+                await asyncio.sleep(poll_s)
+                continue
+            self._owed += want
+            self._asked_at = loop.time()
+
+    async def _arrived(self, msg: Msg) -> None:
+        status = msg.headers.get(_STATUS) if msg.headers else None
+        if status is not None:
+            if status != "100":  # a request ended: 408 expired, 409 cut short; a heartbeat is neither
+                owed = msg.headers.get(_PENDING_MESSAGES)
+                self._owed = max(0, self._owed - int(owed)) if owed is not None and owed.isdigit() else self._owed
+                self._wake.set()
+            return
+        self._owed = max(0, self._owed - 1)
+        # Over-delivery (a request counted as expired that was not) runs beyond max_workers: the handler
+        # copes (the orchestrator's prefetch waits for a turn slot), and it is rare and bounded.
+        self._free -= 1
+        self._pulling.handle(self._pull, msg, self._context, self._finished)
+
+    def _finished(self) -> None:
+        self._free += 1
+        self._wake.set()
