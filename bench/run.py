@@ -91,6 +91,7 @@ MESSAGES_PER_CONVERSATION = 10
 
 def turns_per_conversation(w: Workload) -> int:
     return max(1, MESSAGES_PER_CONVERSATION // (2 * w.model_calls))
+TITLE_BUDGET_S = 1.5  # the orchestrator's SPOTTER_TITLE_BUDGET_S: a title call is over by then
 ELITE_CAP_USD_MICROS = 25_000_000  # billing's caps.py: the metered tier the bench moves a busy run to
 
 
@@ -135,7 +136,8 @@ class Bench:
         )
         self.sim_ctl = httpx.AsyncClient(base_url=p.sim_url, timeout=10.0)
         self.model = anthropic.AsyncAnthropic(base_url=p.sim_url, api_key="sk-ant-simulator", max_retries=0)
-        self.plans: dict[str, DirectPlan] = {}
+        self.plans: dict[str, list[DirectPlan]] = {}  # per workload; a follow-up's, one per depth, replayed in turn
+        self.replayed: Counter[str] = Counter()
         self.conversations: dict[str, Conversations] = {}  # per follow-up workload
         self.peer_answers: dict[str, Any] = {}  # the model turns Spotter got, replayed to the peer
         self.notes: list[str] = []
@@ -165,7 +167,9 @@ class Bench:
                 raise Failure(f"opening conversations for {w.key}: {len(errs)} error(s), first: {errs[0]}")
 
     async def direct(self, w: Workload) -> TurnResult:
-        return await direct_turn(self.model, self.plans[w.key], w)
+        plans = self.plans[w.key]
+        self.replayed[w.key] += 1
+        return await direct_turn(self.model, plans[self.replayed[w.key] % len(plans)], w)
 
     def check_alive(self) -> None:
         dead = self.p.dead()
@@ -173,29 +177,39 @@ class Bench:
             raise Failure("process died during the benchmark: " + ", ".join(dead))
 
     # ---------------------------------------------------------------- setup
-    async def capture_plan(self, w: Workload) -> None:
-        """Run one gateway turn and take the request bodies the orchestrator sent to the model: the
-        direct baseline replays exactly those (for a follow-up, a turn's after the conversation's first)."""
+    async def capture_plan(self, w: Workload) -> int:
+        """Run gateway turns and take the request bodies the orchestrator sent to the model: the direct
+        baseline replays exactly those. A follow-up cell's turns go into conversations one to
+        `turns_per_conversation` exchanges deep, evenly, and a deeper conversation is a longer request (the
+        simulator's work grows with it), so its baseline replays one turn's requests at each of those
+        depths, in turn, all captured in one conversation (not one of the cell's)."""
+        pool = Conversations()
         if w.follow_up:
-            await self.open_conversations(w, 1)
-        await self.sim_ctl.delete("/_sim/requests")
-        r = await self.gateway(w)
-        if not r.ok:
-            raise Failure(f"capture turn for {w.key!r} failed: {r.error}")
-        log = (await self.sim_ctl.get("/_sim/requests")).json()["requests"]
-        bodies = [e["body"] for e in log if e.get("path") == "/v1/messages" and e.get("body")]
-        if len(bodies) != w.model_calls:
-            raise Failure(f"{w.key}: expected {w.model_calls} model call(s) per turn, the simulator saw {len(bodies)}")
-        bad = [e["verdict"] for e in log if not e.get("verdict", {}).get("ok")]
-        if bad:
-            raise Failure(f"{w.key}: the simulator rejected the orchestrator's request: {bad}")
-        self.plans[w.key] = DirectPlan(calls=[{k: v for k, v in b.items() if k != "stream"} for b in bodies])
-        self.peer_answers[w.key] = langgraph_peer.answers_from_requests(
-            [e for e in log if e.get("path") == "/v1/messages" and e.get("body")])
+            await pool.open(self.http, self.gw, w)
+            await asyncio.sleep(TITLE_BUDGET_S)  # its title call, made after `done`, is not the next turn's
+        plans: list[DirectPlan] = []
+        for _ in range(turns_per_conversation(w) if w.follow_up else 1):
+            await self.sim_ctl.delete("/_sim/requests")
+            r = await pool.turn(self.http, self.gw, w) if w.follow_up else await self.gateway(w)
+            if not r.ok:
+                raise Failure(f"capture turn for {w.key!r} failed: {r.error}")
+            log = (await self.sim_ctl.get("/_sim/requests")).json()["requests"]
+            calls = [e for e in log if e.get("path") == "/v1/messages" and e.get("body")]
+            bodies = [e["body"] for e in calls]
+            if len(bodies) != w.model_calls:
+                raise Failure(f"{w.key}: expected {w.model_calls} model call(s) per turn, the simulator saw {len(bodies)}")
+            bad = [e["verdict"] for e in log if not e.get("verdict", {}).get("ok")]
+            if bad:
+                raise Failure(f"{w.key}: the simulator rejected the orchestrator's request: {bad}")
+            plans.append(DirectPlan(calls=[{k: v for k, v in b.items() if k != "stream"} for b in bodies]))
+            if not plans[1:]:
+                self.peer_answers[w.key] = langgraph_peer.answers_from_requests(calls)
+        self.plans[w.key] = plans
         # Sanity: the direct replay works and yields text.
         d = await self.direct(w)
         if not d.ok:
             raise Failure(f"direct replay of {w.key!r} failed: {d.error}")
+        return len(plans) + w.follow_up  # the gateway turns it ran
 
     async def usage(self) -> dict[str, Any]:
         r = await self.http.get(f"{self.gw.base_url}/organizations/{self.gw.org_id}/agent/usage", headers=self.gw.headers)
@@ -343,11 +357,12 @@ async def run_bench(
         say("at rest: " + ", ".join(f"{k} {v:.1f}" for k, v in sorted(extra["at_rest"]["ms_per_s"].items())) + " ms/s")
         if cells:
             t = time.perf_counter()
+            captured = 0
             for w in {c.workload.key: c.workload for c in cells}.values():
-                await b.capture_plan(w)
+                captured += await b.capture_plan(w)
             warm = await b.warm_up(cells)
             say(f"captured request shapes and warmed up in {time.perf_counter() - t:.1f}s")
-            await b.settle_budget(warm + len({c.workload.key for c in cells}),
+            await b.settle_budget(warm + captured,
                                   sum(c.rounds * c.turns_per_round for c in cells))
             for cell in cells:
                 out.append(await b.measure(cell))
@@ -357,7 +372,7 @@ async def run_bench(
                 async with asyncpg.create_pool(p.env["DATABASE_URL"], min_size=1, max_size=1) as pool:
                     user_id = str(await pool.fetchval("SELECT id FROM users WHERE email = $1", DEMO_EMAIL))
                 extra["floor"] = await floor.measure_floor(
-                    p, b.http, b.gw, PLAIN_FOLLOW_UP, b.plans[PLAIN_FOLLOW_UP.key].calls[0], user_id,
+                    p, b.http, b.gw, PLAIN_FOLLOW_UP, b.plans[PLAIN_FOLLOW_UP.key][0].calls[0], user_id,
                     rounds=2 if quick else 4, turns_per_round=20 if quick else 40, concurrency=20)
                 b.all_errors += [tuple(e) for e in extra["floor"]["errors"]]
                 say(f"floor in {time.perf_counter() - t:.1f}s: Spotter's CPU per plain follow-up {extra['floor']['cpu_ratio']}x the floor's")
@@ -480,8 +495,10 @@ def main(argv: Optional[list[str]] = None) -> int:
             f"conversations the bench opened before measuring (one per {turns_per_conversation(PLAIN_FOLLOW_UP)} plain or "
             f"{turns_per_conversation(ONE_TOOL_FOLLOW_UP)} one-tool turns of the cell, each with one exchange, so none "
             "grows past 12 messages, below compaction's 24): no conversation to create and "
-            "no title call, the model work of a plain follow-up is one streamed call. Their direct baseline replays "
-            "the requests of a conversation's second turn. Neither message is searched for ambient context (one is "
+            "no title call, the model work of a plain follow-up is one streamed call. Their direct baseline replays, "
+            "in turn, the requests of a turn at each depth the cell's turns have (a conversation's 2nd to "
+            f"{turns_per_conversation(PLAIN_FOLLOW_UP) + 1}th turn, or 2nd to {turns_per_conversation(ONE_TOOL_FOLLOW_UP) + 1}rd), "
+            "since a longer conversation is a longer request. Neither message is searched for ambient context (one is "
             "under 30 characters, the other has no terms once stopwords are stripped: the orchestrator does not ask "
             "rag, `spotter_shared.terms.searchable`); the *new words* rows send "
             f"“{PLAIN_FRESH.message}” and three everyday words drawn at random, so rag embeds each one (nothing "

@@ -8,6 +8,7 @@ after the ack wait. The declared FastStream subscriber is never subscribed."""
 from __future__ import annotations
 
 import asyncio
+import json
 import secrets
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -228,3 +229,41 @@ async def test_stopping_gives_back_what_was_being_handled_and_another_replica_ta
 
 async def _is(value: Awaitable[object], expected: object) -> bool:
     return await value == expected
+
+
+async def test_a_burst_is_asked_for_in_one_pull_request_not_one_a_message(stack, stream: Stream, start: Start) -> None:
+    """Commands that arrive together reach their handlers together: the replica asks JetStream for as many
+    as it has free workers in one request, answered as they come, instead of a request's round trip per
+    command (fetch(1) in a loop). Seen from outside: the pull requests on the consumer's MSG.NEXT subject."""
+    spy = NatsBroker(stack.nats_url)
+    await spy.connect()
+    asked: list[dict] = []
+
+    async def seen(msg: Msg) -> None:
+        asked.append(json.loads(msg.data))
+
+    requests = await spy.connection.subscribe(f"$JS.API.CONSUMER.MSG.NEXT.{stream.endpoint.stream}.{stream.durable}", cb=seen)
+    try:
+        worker = Worker()
+        _, broker = await start(worker, max_workers=8)
+        await eventually(lambda: _true(bool(asked)))
+        for i in range(6):
+            await publish(broker, stream, Job(name=f"hold-{i}").to_bytes())
+        assert sorted([(await worker.next()).name for _ in range(6)]) == [f"hold-{i}" for i in range(6)]
+        # The first request asked for all eight; the six came on it (a second, at most, if it expired
+        # meanwhile: requests live a second). fetch(1) in a loop would have sent seven.
+        assert asked[0]["batch"] == 8
+        assert len(asked) <= 2
+        before = len(asked)
+        worker.hold.set()
+        await eventually(lambda: _is(pending(broker, stream), (0, 0)))
+        # Workers freed: asked for again, never for more than there are workers.
+        await eventually(lambda: _true(len(asked) > before))
+        assert all(1 <= a["batch"] <= 8 for a in asked)
+    finally:
+        await requests.unsubscribe()
+        await spy.stop()
+
+
+async def _true(value: bool) -> bool:
+    return value

@@ -54,6 +54,7 @@ class Summaries:
         self._store = store
         self._peers = peers
         self._model = model
+        self._embedding: dict[str, asyncio.Task[None]] = {}  # by turn id: a summary's embedding, beside its turn
 
     def due(self, stored: list[StoredMessage]) -> bool:
         """Whether this replay is long enough to compact (compact() then does it)."""
@@ -74,8 +75,20 @@ class Summaries:
                                       through_message_id=plan.through_id)
         telemetry.event(log, "agent.compaction.completed", summarized=len(plan.summarized), kept=len(plan.kept),
                         traceId=cmd.trace_id)
-        await self._embed(job, summary)
+        # Its embedding is for finding this conversation later, not for this turn: made beside the turn's
+        # model call instead of before it, and awaited once the turn is over (`embedded`).
+        self._embedding[cmd.turn_id] = asyncio.ensure_future(self._embed(job, summary))
         return await self._store.messages(cmd.conversation_id)
+
+    async def embedded(self, turn_id: str) -> None:
+        """Once a turn is over: the embedding of the summary it made, stored or given up (best effort)."""
+        task = self._embedding.pop(turn_id, None)
+        if task is None:
+            return
+        try:
+            await task
+        except Exception:  # noqa: BLE001 — conversation search falls back to the summary's words
+            log.warning("could not store a summary's embedding", exc_info=True)
 
     async def title(self, cmd: SendMessage, reply: str | None = None) -> None:
         """After the first exchange: a short title in the user's language, replacing the first line.

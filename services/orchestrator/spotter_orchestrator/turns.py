@@ -149,6 +149,7 @@ class TurnRunner:
                 asked.drop()
             if reads is not None:
                 reads.drop()
+            await self._summaries.embedded(cmd.turn_id)
         # The title also when a replica died making it: the command comes back after the turn
         # finished, and the repeated call takes over the dead one's budget hold (`<turn>:title`).
         untitled = (turn.status == "completed"
