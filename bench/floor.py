@@ -10,11 +10,12 @@ no pydantic contracts, no settings, no logging, no metrics, no traces.
   conversation, its last event); one Redis script (a rate-limit counter and the conversation's lease);
   the command published to JetStream and its ack awaited; then the conversation's events, received on
   core NATS, written as SSE frames until `done`.
-- **worker** (the orchestrator's part): the command pulled from a durable JetStream consumer; the turn
+- **worker** (the orchestrator's part): the command pulled from a durable JetStream consumer (Spotter's
+  `bus.Puller`: as many asked for as there are free workers); the turn
   row and the history read side by side; the user's message written while billing reserves the call's
   budget (a NATS request); the model called over aiohttp and its SSE parsed by hand; text stored, then
   published, in 100 ms windows that end at the same moments for every turn (the first delta at once),
-  every conversation's appends that arrive together in one statement (Spotter's `Batches`, the one piece of Spotter it uses); the reply and its
+  every conversation's appends that arrive together in one statement (Spotter's `Batches`; that and the puller are the pieces of Spotter it uses); the reply and its
   `message_done` in one statement; billing settles (a NATS request); `done` and the turn's status in
   one statement; the lease let go; the command acked.
 - **billing**: reserve (one Redis script: spent + holds + the call's bound under the cap, then hold it)
@@ -229,6 +230,7 @@ class Worker:
         import aiohttp
         from nats.js.api import AckPolicy, ConsumerConfig, StreamConfig
         from spotter_shared.batches import Batches
+        from spotter_shared.bus import Puller
 
         self.pool = await create_pool()
         self.redis = create_redis()
@@ -236,7 +238,12 @@ class Worker:
         self.nc = await connect_nats()
         js = self.nc.jetstream()
         await js.add_stream(StreamConfig(name=STREAM, subjects=["floor.cmd.>"]))
-        self.sub = await js.pull_subscribe(SUBJECT, DURABLE, config=ConsumerConfig(ack_policy=AckPolicy.EXPLICIT, ack_wait=30))
+        self.running: set[asyncio.Task[None]] = set()
+        # Spotter's own puller (bus.Puller, as its orchestrator pulls turn commands): as many asked for as
+        # there are free workers, in one pull request.
+        self.puller = Puller(self.nc, stream=STREAM, durable=DURABLE, subject=SUBJECT,
+                             config=ConsumerConfig(ack_policy=AckPolicy.EXPLICIT, ack_wait=30), max_workers=WORKERS,
+                             poll_s=5.0, deliver=self._deliver)
         self.http = aiohttp.ClientSession(base_url=env("ANTHROPIC_BASE_URL"))
         self.log = Batches(self._write)
         with open(env("FLOOR_REQUEST")) as f:  # a request body the orchestrator sent: its model, system, tools
@@ -248,22 +255,14 @@ class Worker:
                         "content-type": "application/json"}
 
     async def run(self) -> None:
-        """One pull loop: a message is asked for only when a worker is free (as Spotter's pullers)."""
-        from nats.errors import TimeoutError as NatsTimeout
         await self.start()
-        free = asyncio.Semaphore(WORKERS)
-        running: set[asyncio.Task[None]] = set()
-        while True:
-            await free.acquire()
-            try:
-                msgs = await self.sub.fetch(1, timeout=5)
-            except NatsTimeout:
-                free.release()
-                continue
-            for msg in msgs:
-                task = asyncio.create_task(self._handle(msg))
-                running.add(task)
-                task.add_done_callback(lambda t: (running.discard(t), free.release()))
+        await self.puller.start()
+        await asyncio.Event().wait()
+
+    def _deliver(self, msg: Any, done: Any) -> None:
+        task = asyncio.create_task(self._handle(msg))
+        self.running.add(task)
+        task.add_done_callback(lambda t: (self.running.discard(t), done()))
 
     async def _handle(self, msg: Any) -> None:
         await self.turn(json.loads(msg.data))

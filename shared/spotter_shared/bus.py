@@ -607,15 +607,17 @@ class Pulling:
 
     def __init__(self, broker: NatsBroker) -> None:
         self._broker = broker
-        self._pullers: list[_Puller] = []
+        self._pullers: list[Puller] = []
         self._handling: dict[asyncio.Task[None], Msg] = {}
 
     async def consume(self, pull: _Pull, context: tuple[Any, ...]) -> None:
-        puller = _Puller(self._broker.connection, pull, context, self)
+        puller = Puller(self._broker.connection, stream=pull.stream, durable=pull.durable, subject=pull.endpoint.subject,
+                        config=pull.config, max_workers=pull.max_workers, poll_s=pull.poll_s,
+                        deliver=lambda msg, done: self._start(pull, msg, context, done))
         await puller.start()
         self._pullers.append(puller)
 
-    def handle(self, pull: _Pull, msg: Msg, context: tuple[Any, ...], done: Callable[[], None]) -> None:
+    def _start(self, pull: _Pull, msg: Msg, context: tuple[Any, ...], done: Callable[[], None]) -> None:
         task = asyncio.create_task(self._handle(pull, msg, context))
         self._handling[task] = msg
 
@@ -662,72 +664,75 @@ class Pulling:
                     await msg.nak()
 
 
-class _Puller:
-    """One endpoint's pull: pull requests for as many messages as it has free workers, answered on an
-    inbox of its own as the messages arrive. A burst of commands comes in one go rather than one
-    request's round trip apart (nats-py's `fetch(n)` returns only once it has n, or at its timeout,
-    so it was `fetch(1)` in a loop: ~4 ms a command while the loop was busy with the ones before).
+class Puller:
+    """A durable pull consumer's messages, as they arrive, at most `max_workers` in hand: it asks JetStream for
+    as many as it has free workers in one pull request, answered on an inbox of its own, and hands each
+    message to `deliver(msg, done)`, whose `done()` frees its worker. A burst of commands comes in one go
+    rather than a request's round trip apart (nats-py's `fetch(n)` returns only once it has n, or at its
+    timeout, so this was `fetch(1)` in a loop: ~4 ms a command while the loop was busy with the ones
+    before). The consumer is created as nats-py's `pull_subscribe` creates it, or bound when it exists.
 
-    What was asked for and not yet delivered is counted: a request lives `poll_s` and then expires,
-    and the server says so (status 408) with how many it still owed (`Nats-Pending-Messages`), so
-    the count falls back and the loop asks again; at rest one request a `poll_s`, as before. A status
-    without that count (409: the consumer deleted, a leader change) and a request lost with its
-    connection are covered by time: once `poll_s` and a margin have passed since the last request,
-    every request has expired, and nothing is owed."""
+    What was asked for and not yet delivered is counted: a request lives `poll_s` and then expires, and the
+    server says so (status 408) with how many it still owed (`Nats-Pending-Messages`), so the count falls
+    back and it asks again; at rest, one request a `poll_s`. A status without that count (409: the
+    consumer deleted, a leader change) and a request lost with its connection are covered by time: once
+    `poll_s` and a margin have passed since the last request, every request has expired and nothing is
+    owed. Should a request counted as expired still deliver, the message is handed on all the same (never
+    dropped): one worker more than `max_workers` for a while."""
 
-    def __init__(self, nc: Any, pull: _Pull, context: tuple[Any, ...], pulling: Pulling) -> None:
+    def __init__(self, nc: Any, *, stream: str, durable: str, subject: str, config: Any, max_workers: int,
+                 poll_s: float, deliver: Callable[[Msg, Callable[[], None]], None]) -> None:
         self._nc = nc
-        self._pull = pull
-        self._context = context
-        self._pulling = pulling
-        self._free = pull.max_workers
+        self._stream, self._durable, self._subject, self._config = stream, durable, subject, config
+        self._poll_s = poll_s
+        self._deliver = deliver
+        self._free = max_workers
         self._owed = 0  # asked for in live requests, not delivered yet
         self._asked_at = 0.0
         self._wake = asyncio.Event()
         self._sub: Any = None
-        self._loop_task: asyncio.Task[None] | None = None
-        self._next = f"$JS.API.CONSUMER.MSG.NEXT.{pull.stream}.{pull.durable}"
+        self._task: asyncio.Task[None] | None = None
+        self._next = f"$JS.API.CONSUMER.MSG.NEXT.{stream}.{durable}"
 
     async def start(self) -> None:
         js = self._nc.jetstream()
-        pull = self._pull
         try:
-            await js.consumer_info(pull.stream, pull.durable)
-        except NotFoundError:  # created as nats-py's pull_subscribe creates it
-            config = pull.config
-            config.filter_subject = pull.endpoint.subject
-            config.name = config.durable_name = pull.durable
-            await js.add_consumer(pull.stream, config=config)
+            await js.consumer_info(self._stream, self._durable)
+        except NotFoundError:
+            config = self._config
+            config.filter_subject = self._subject
+            config.name = config.durable_name = self._durable
+            await js.add_consumer(self._stream, config=config)
         self._inbox = self._nc.new_inbox()
         self._sub = await self._nc.subscribe(self._inbox, cb=self._arrived)
-        self._loop_task = asyncio.create_task(self._ask(), name=f"pull {pull.durable}")
+        self._task = asyncio.create_task(self._ask(), name=f"pull {self._durable}")
 
     async def stop(self) -> None:
-        if self._loop_task is not None:
-            self._loop_task.cancel()
-            await asyncio.gather(self._loop_task, return_exceptions=True)
+        """Ask for no more (the messages in hand are the caller's)."""
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
         if self._sub is not None:
             with contextlib.suppress(Exception):  # the connection may already be closed
                 await self._sub.unsubscribe()
 
     async def _ask(self) -> None:
-        poll_s = self._pull.poll_s
         loop = asyncio.get_running_loop()
         while True:
-            if self._owed and loop.time() - self._asked_at > poll_s + _PULL_MARGIN_S:
+            if self._owed and loop.time() - self._asked_at > self._poll_s + _PULL_MARGIN_S:
                 self._owed = 0  # every request has expired by now, its 408 lost or never sent
             want = self._free - self._owed
             if want <= 0:
                 self._wake.clear()
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), poll_s + _PULL_MARGIN_S)
+                    await asyncio.wait_for(self._wake.wait(), self._poll_s + _PULL_MARGIN_S)
                 continue
-            request = json.dumps({"batch": want, "expires": int(poll_s * 1e9)}).encode()
+            request = json.dumps({"batch": want, "expires": int(self._poll_s * 1e9)}).encode()
             try:
                 await self._nc.publish(self._next, request, reply=self._inbox)
             except Exception:  # noqa: BLE001 — closed or reconnecting: ask again after a while
-                log.warning("pull on %s failed", self._pull.durable, exc_info=True)
-                await asyncio.sleep(poll_s)
+                log.warning("pull on %s failed", self._durable, exc_info=True)
+                await asyncio.sleep(self._poll_s)
                 continue
             self._owed += want
             self._asked_at = loop.time()
@@ -741,10 +746,8 @@ class _Puller:
                 self._wake.set()
             return
         self._owed = max(0, self._owed - 1)
-        # Over-delivery (a request counted as expired that was not) runs beyond max_workers: the handler
-        # copes (the orchestrator's prefetch waits for a turn slot), and it is rare and bounded.
         self._free -= 1
-        self._pulling.handle(self._pull, msg, self._context, self._finished)
+        self._deliver(msg, self._finished)
 
     def _finished(self) -> None:
         self._free += 1
