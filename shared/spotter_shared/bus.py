@@ -19,7 +19,7 @@ from faststream.nats.opentelemetry import NatsTelemetryMiddleware
 from faststream.response import Response
 from nats.aio.msg import Msg
 from nats.js.api import RetentionPolicy, StorageType, StreamConfig
-from nats.errors import ConnectionClosedError, NoRespondersError, TimeoutError as NatsTimeoutError
+from nats.errors import NoRespondersError
 from nats.js.errors import NotFoundError
 from opentelemetry import context as otel_context, trace
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
