@@ -267,3 +267,37 @@ async def test_a_burst_is_asked_for_in_one_pull_request_not_one_a_message(stack,
 
 async def _true(value: bool) -> bool:
     return value
+
+
+async def test_an_expired_pull_request_is_asked_for_again_at_once(stack, stream: Stream, start: Start) -> None:
+    """A pull request lives a second; the server's 408 says how many it still owed, so the replica asks
+    again at once (not only once its fallback, a second later still, says every request must be gone)."""
+    spy = NatsBroker(stack.nats_url)
+    await spy.connect()
+    loop = asyncio.get_running_loop()
+    asked: list[tuple[float, int, str]] = []  # when, batch, the inbox it is answered on
+    expired: list[tuple[float, str | None]] = []  # when, what it still owed
+
+    async def request(msg: Msg) -> None:
+        asked.append((loop.time(), json.loads(msg.data)["batch"], msg.reply))
+
+    async def answer(msg: Msg) -> None:
+        if msg.headers and msg.headers.get("Status") == "408":
+            expired.append((loop.time(), msg.headers.get("Nats-Pending-Messages")))
+
+    subs = [await spy.connection.subscribe(f"$JS.API.CONSUMER.MSG.NEXT.{stream.endpoint.stream}.{stream.durable}",
+                                           cb=request)]
+    try:
+        await start(Worker(), max_workers=3)
+        await eventually(lambda: _true(bool(asked)))
+        subs.append(await spy.connection.subscribe(asked[0][2], cb=answer))
+        await eventually(lambda: _true(bool(expired) and asked[-1][0] > expired[0][0]))
+        when, owed = expired[0]
+        assert owed == "3"
+        again = min(t for t, _, _ in asked if t > when)
+        assert again - when < 0.5  # the fallback would be ≥ 1 s later
+        assert {batch for _, batch, _ in asked} == {3}
+    finally:
+        for sub in subs:
+            await sub.unsubscribe()
+        await spy.stop()
