@@ -692,6 +692,7 @@ class Puller:
         self._wake = asyncio.Event()
         self._sub: Any = None
         self._task: asyncio.Task[None] | None = None
+        self._stopped = False
         self._next = f"$JS.API.CONSUMER.MSG.NEXT.{stream}.{durable}"
 
     async def start(self) -> None:
@@ -709,6 +710,8 @@ class Puller:
 
     async def stop(self) -> None:
         """Ask for no more (the messages in hand are the caller's)."""
+        self._stopped = True
+        self._wake.set()
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
@@ -718,14 +721,17 @@ class Puller:
 
     async def _ask(self) -> None:
         loop = asyncio.get_running_loop()
-        while True:
+        while not self._stopped:
             if self._owed and loop.time() - self._asked_at > self._poll_s + _PULL_MARGIN_S:
                 self._owed = 0  # every request has expired by now, its 408 lost or never sent
             want = self._free - self._owed
             if want <= 0:
                 self._wake.clear()
+                # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a cancel that comes as the
+                # event is set, and `stop` would wait for this loop forever.
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), self._poll_s + _PULL_MARGIN_S)
+                    async with asyncio.timeout(self._poll_s + _PULL_MARGIN_S):
+                        await self._wake.wait()
                 continue
             request = json.dumps({"batch": want, "expires": int(self._poll_s * 1e9)}).encode()
             try:
