@@ -301,3 +301,25 @@ async def test_an_expired_pull_request_is_asked_for_again_at_once(stack, stream:
         for sub in subs:
             await sub.unsubscribe()
         await spy.stop()
+
+
+async def test_stopping_as_a_worker_frees_up_does_not_hang(stack, stream: Stream) -> None:
+    """`stop` as a handler finishes (its worker freed, the pull loop woken, in the same step): the loop stops.
+    With asyncio.wait_for in the loop, Python 3.11 swallows that cancel and `stop` waits forever."""
+    broker = NatsBroker(stack.nats_url)
+    await broker.connect()
+    handed: list[tuple[Msg, Callable[[], None]]] = []
+    puller = bus.Puller(broker.connection, stream=stream.endpoint.stream, durable=stream.durable,
+                        subject=stream.endpoint.subject, config=ConsumerConfig(ack_wait=30.0), max_workers=1, poll_s=1.0,
+                        deliver=lambda msg, done: handed.append((msg, done)))
+    try:
+        await puller.start()
+        await publish(broker, stream, Job(name="one").to_bytes())
+        await eventually(lambda: _true(bool(handed)))
+        await asyncio.sleep(0.05)  # the loop, its one worker busy, waits to be woken
+        msg, done = handed[0]
+        await msg.ack_sync()
+        done()
+        await asyncio.wait_for(puller.stop(), TIMEOUT)
+    finally:
+        await broker.stop()
