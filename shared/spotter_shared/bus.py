@@ -18,7 +18,7 @@ from faststream.nats.publisher.usecase import LogicPublisher as Publisher
 from faststream.nats.opentelemetry import NatsTelemetryMiddleware
 from faststream.response import Response
 from nats.aio.msg import Msg
-from nats.js.api import RetentionPolicy, StorageType, StreamConfig
+from nats.js.api import Header, RetentionPolicy, StorageType, StreamConfig
 from nats.errors import NoRespondersError
 from nats.js.errors import NotFoundError
 from opentelemetry import context as otel_context, trace
@@ -534,8 +534,7 @@ def _error(code: str, message: str) -> tuple[bytes, dict[str, str]]:
 
 # A pull request's fate is known this long after it expires (its 408, or nothing: it is gone).
 _PULL_MARGIN_S = 1.0
-_STATUS = "Status"
-_PENDING_MESSAGES = "Nats-Pending-Messages"
+_PENDING_MESSAGES = "Nats-Pending-Messages"  # nats-py names no constant for it
 
 
 class Pullers:
@@ -744,7 +743,7 @@ class Puller:
             self._asked_at = loop.time()
 
     async def _arrived(self, msg: Msg) -> None:
-        status = msg.headers.get(_STATUS) if msg.headers else None
+        status = msg.headers.get(Header.STATUS) if msg.headers else None
         if status is not None:
             if status != "100":  # a request ended: 408 expired, 409 cut short; a heartbeat is neither
                 owed = msg.headers.get(_PENDING_MESSAGES)
