@@ -232,17 +232,25 @@ def _json(raw: str) -> dict[str, Any]:
     return value if isinstance(value, dict) else {"value": value}
 
 
-async def run_closed_loop(turn: Callable[[], Awaitable[TurnResult]], n: int, concurrency: int) -> tuple[list[TurnResult], float]:
+async def run_closed_loop(turn: Callable[[], Awaitable[TurnResult]], n: int, concurrency: int,
+                          workers: Optional[list[tuple[int, float]]] = None) -> tuple[list[TurnResult], float]:
     """`concurrency` workers each run turns back to back until `n` have been started; returns the
-    results and the wall time from the first start to the last completion."""
+    results and the wall time from the first start to the last completion. `workers`, if given, gets
+    each worker's completed turns and the time from its first start to its last completion
+    (`Samples`' turns/s: each conversation's own pace, summed)."""
     remaining = n
     results: list[TurnResult] = []
 
     async def worker() -> None:
         nonlocal remaining
+        started, ok = time.perf_counter(), 0
         while remaining > 0:
             remaining -= 1
-            results.append(await turn())
+            result = await turn()
+            results.append(result)
+            ok += result.ok
+        if workers is not None:
+            workers.append((ok, time.perf_counter() - started))
 
     t0 = time.perf_counter()
     await asyncio.gather(*(worker() for _ in range(min(concurrency, n))))

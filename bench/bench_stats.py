@@ -25,13 +25,28 @@ class Samples:
     """All turns of one (workload, concurrency, path) cell, over every round."""
 
     results: list[TurnResult] = field(default_factory=list)
-    wall: float = 0.0  # summed wall time of the rounds (turns/s = completed / wall)
+    wall: float = 0.0  # summed wall time of the rounds, each from its first start to its last completion
     rounds: int = 0
+    paces: list[float] = field(default_factory=list)  # per round: its conversations' turns/s, summed
 
-    def add_round(self, results: list[TurnResult], wall: float) -> None:
+    def add_round(self, results: list[TurnResult], wall: float,
+                  workers: Optional[list[tuple[int, float]]] = None) -> None:
+        """`workers`: each conversation's completed turns and its time from first start to last completion
+        (`run_closed_loop`'s)."""
         self.results.extend(results)
         self.wall += wall
         self.rounds += 1
+        if workers:
+            self.paces.append(sum(done / span for done, span in workers if span > 0))
+
+    def turns_per_s(self) -> Optional[float]:
+        """Turns per second at this concurrency: each conversation's own pace (its turns over its time from its
+        first start to its last completion), summed, averaged over the rounds. A round's completed turns over its
+        wall time instead waits for its slowest conversation: with two turns per conversation that is the tail of
+        20 pairs of turns, not the pace (`turns_per_s_by_round_wall`, kept beside it)."""
+        if self.paces and len(self.paces) == self.rounds:
+            return sum(self.paces) / len(self.paces)
+        return len(self.ok) / self.wall if self.wall > 0 else None
 
     @property
     def ok(self) -> list[TurnResult]:
@@ -56,7 +71,8 @@ class Samples:
             "turn_p50_ms": ms(percentile(total, 50)),
             "turn_p95_ms": ms(percentile(total, 95)),
             "first_event_p50_ms": ms(percentile(first, 50)),
-            "turns_per_s": round(len(ok) / self.wall, 3) if self.wall > 0 else None,
+            "turns_per_s": None if (pace := self.turns_per_s()) is None else round(pace, 3),
+            "turns_per_s_by_round_wall": round(len(ok) / self.wall, 3) if self.wall > 0 else None,
         }
 
 

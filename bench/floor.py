@@ -529,9 +529,10 @@ async def measure_floor(p: Any, http: Any, gw: Any, workload: Any, request_body:
             for name in (list(paths) if rnd % 2 == 0 else list(reversed(paths))):
                 turn, roots = paths[name]
                 before = cpu_snapshot(roots)
-                results, wall = await run_closed_loop(turn, turns_per_round, concurrency)
+                workers: list[tuple[int, float]] = []
+                results, wall = await run_closed_loop(turn, turns_per_round, concurrency, workers)
                 cpu[name].update(cpu_delta(before, cpu_snapshot(roots)))
-                samples[name].add_round(results, wall)
+                samples[name].add_round(results, wall, workers)
                 errors += [(f"floor round {rnd + 1}, {name}", r.error or "?") for r in results if not r.ok]
             if floor.dead():
                 raise RuntimeError("floor process died: " + ", ".join(floor.dead()))

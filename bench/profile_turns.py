@@ -29,13 +29,13 @@ import httpx  # noqa: E402
 from bench_clients import Conversations, Gateway, gateway_turn, run_closed_loop  # noqa: E402
 from bench_platform import Platform, say  # noqa: E402
 from bench_stats import TurnResult, cpu_delta, cpu_snapshot  # noqa: E402
-from run import ONE_TOOL, ONE_TOOL_FOLLOW_UP, PLAIN, PLAIN_FOLLOW_UP  # noqa: E402
+from run import ONE_TOOL, ONE_TOOL_FOLLOW_UP, PLAIN, PLAIN_FOLLOW_UP, PLAIN_FRESH  # noqa: E402
 import retrieval  # noqa: E402
 
 PY_SPY = Path(sys.executable).parent / "py-spy"
 SPOTTER = ("spotter-gateway", "spotter-orchestrator", "spotter-tool-runner", "spotter-billing", "spotter-rag")
 RATE = 100
-WORKLOADS = {w.key: w for w in (PLAIN, ONE_TOOL, PLAIN_FOLLOW_UP, ONE_TOOL_FOLLOW_UP)}
+WORKLOADS = {w.key: w for w in (PLAIN, ONE_TOOL, PLAIN_FOLLOW_UP, ONE_TOOL_FOLLOW_UP, PLAIN_FRESH)}
 
 
 def frame_name(frame: str) -> str:

@@ -291,11 +291,12 @@ class Bench:
             for path in order:
                 fn = self.direct if path == "direct" else self.gateway
                 before, self_before = cpu_snapshot(roots), _self_cpu()
-                results, wall = await run_closed_loop(lambda fn=fn: fn(w), cell.turns_per_round, c)
+                workers: list[tuple[int, float]] = []
+                results, wall = await run_closed_loop(lambda fn=fn: fn(w), cell.turns_per_round, c, workers)
                 delta = cpu_delta(before, cpu_snapshot(roots))
                 delta["bench-client"] = _self_cpu() - self_before
                 cpu[path].update(delta)
-                samples[path].add_round(results, wall)
+                samples[path].add_round(results, wall, workers)
                 for r in results:
                     if not r.ok:
                         self.all_errors.append((f"{w.key} c={c} {path} round {rnd + 1}", r.error or "?"))
@@ -318,6 +319,7 @@ class Bench:
                 "ttft_p95": ratio(g["ttft_p95_ms"], d["ttft_p95_ms"]),
                 "turn_p50": ratio(g["turn_p50_ms"], d["turn_p50_ms"]),
                 "throughput": ratio(g["turns_per_s"], d["turns_per_s"]),
+                "throughput_by_round_wall": ratio(g["turns_per_s_by_round_wall"], d["turns_per_s_by_round_wall"]),
             },
             "added_ttft_p50_ms": None if g["ttft_p50_ms"] is None or d["ttft_p50_ms"] is None
             else round(g["ttft_p50_ms"] - d["ttft_p50_ms"], 1),

@@ -517,10 +517,11 @@ class LangGraphPeer:
         assert self.http is not None
         return await langgraph_turn(self.http, self.server.url, w)
 
-    async def run_round(self, w: Workload, n: int, concurrency: int) -> tuple[list[TurnResult], float]:
+    async def run_round(self, w: Workload, n: int, concurrency: int,
+                        workers: Optional[list[tuple[int, float]]] = None) -> tuple[list[TurnResult], float]:
         assert self.sim is not None
         async with scripted(self.sim, w.message, self.responses_for(w)):
-            return await run_closed_loop(lambda: self.turn(w), n, concurrency)
+            return await run_closed_loop(lambda: self.turn(w), n, concurrency, workers)
 
     def pids(self) -> dict[str, Optional[int]]:
         return {NAME: self.server.pid}
@@ -585,11 +586,12 @@ async def measure(
                 for rnd in range(k):
                     roots = {**peer.pids(), **(extra_pids or {})}
                     before, self_before = cpu_snapshot(roots), _self_cpu()
-                    results, wall = await peer.run_round(w, n, c)
+                    workers: list[tuple[int, float]] = []
+                    results, wall = await peer.run_round(w, n, c, workers)
                     delta = cpu_delta(before, cpu_snapshot(roots))
                     delta["bench-client"] = _self_cpu() - self_before
                     cpu.update(delta)
-                    samples.add_round(results, wall)
+                    samples.add_round(results, wall, workers)
                     out["errors"] += [(f"{NAME} {w.key} c={c} round {rnd + 1}", r.error or "?") for r in results if not r.ok]
                     s = samples.summary()
                     progress(f"{w.key:>8} c={c:<2} round {rnd + 1}/{k} {NAME}: {len(results)} turns in {wall:.2f}s, "

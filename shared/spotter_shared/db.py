@@ -31,8 +31,10 @@ async def _keep_session(conn: asyncpg.Connection) -> None:
     no Spotter code keeps session state — locks are transaction-scoped, settings SET LOCAL."""
 
 
-async def create_pool(dsn: str, *, max_size: int = 10) -> asyncpg.Pool:
-    return await asyncpg.create_pool(dsn, min_size=1, max_size=max_size, init=_init_connection, reset=_keep_session)
+async def create_pool(dsn: str, *, max_size: int = 10, server_settings: dict[str, str] | None = None) -> asyncpg.Pool:
+    """`server_settings`: settings every connection of the pool starts with (a pool for one kind of work)."""
+    return await asyncpg.create_pool(dsn, min_size=1, max_size=max_size, init=_init_connection, reset=_keep_session,
+                                     server_settings=server_settings)
 
 
 def _migrations() -> list[tuple[str, str]]:

@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 from redis.asyncio import Redis
 
+from spotter_rag import embeddings
 from spotter_rag.embeddings import (
     E5_DIMENSIONS, E5_MODEL, VOYAGE_DIMENSIONS, VOYAGE_MODEL, E5Embedder, MemoEmbedder, PARALLEL_MIN_TOKENS, VoyageEmbedder,
     available_cpus, input_hash,
@@ -61,16 +62,26 @@ async def test_memo_answers_a_passage_from_redis_then_from_ai_cache(e5: E5Embedd
     assert await binary_redis.exists(memo.redis_key(digest))
 
 
-async def test_memo_keeps_a_query_in_redis_only(e5: E5Embedder, pool: asyncpg.Pool, binary_redis: Redis) -> None:
+async def test_memo_keeps_a_query_in_the_process_only(e5: E5Embedder, pool: asyncpg.Pool, binary_redis: Redis,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(embeddings, "QUERY_MEMO_SIZE", 2)
     counting = Counting(e5)
     memo = MemoEmbedder(counting, pool, binary_redis)
-    text = unique("find a squat variation")
+    text, other, third = unique("find a squat variation"), unique("rowing intervals"), unique("kettlebell swings")
     first = await memo.embed([text], "query")
     digest = input_hash("query", text)
-    assert await binary_redis.get(memo.redis_key(digest)) == first[0].astype("<f4").tobytes()
+    # Neither Redis nor ai_cache: a query costs no round trip on its way to the model call.
+    assert not await binary_redis.exists(memo.redis_key(digest))
     assert await pool.fetchval("SELECT count(*) FROM ai_cache WHERE input_hash = $1", digest) == 0
-    # Asked again: Redis answers.
+    # Asked again (a retry): the process answers, the same vector.
     assert np.array_equal((await memo.embed([text], "query"))[0], first[0]) and counting.texts == [text]
+    # Only the last QUERY_MEMO_SIZE are kept, the least recently used out first.
+    await memo.embed([other], "query")
+    await memo.embed([text], "query")  # used again: the most recent
+    await memo.embed([third], "query")  # `other` goes
+    await memo.embed([text], "query")
+    await memo.embed([other], "query")
+    assert counting.calls == [("query", [text]), ("query", [other]), ("query", [third]), ("query", [other])]
 
 
 async def test_memo_embeds_only_the_misses_in_one_batch(e5: E5Embedder, pool: asyncpg.Pool, binary_redis: Redis) -> None:

@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import AsyncIterator
 
 import asyncpg
 import pytest
 from prometheus_client import REGISTRY
 
-from spotter_rag.core import MAX_PER_SCOPE, MAX_TOTAL, HybridSearch
+from spotter_rag.core import FUZZY_MIN, MAX_PER_SCOPE, MAX_TOTAL, HybridSearch, create_search_pool, search_settings
 from spotter_rag.embeddings import MemoEmbedder
 from spotter_rag.indexer import Indexer
 from spotter_shared.contracts.rag import AmbientQuery, SearchQuery
@@ -60,8 +61,17 @@ async def other(pool: asyncpg.Pool, memo: MemoEmbedder) -> Studio:
 
 
 @pytest.fixture(scope="module")
-def search(pool: asyncpg.Pool, memo: MemoEmbedder) -> HybridSearch:
-    return HybridSearch(pool, memo)
+async def search_pool(db_url: str) -> AsyncIterator[asyncpg.Pool]:
+    pool = await create_search_pool(db_url, max_size=3, statement_timeout_ms=450)
+    yield pool
+    await pool.close()
+
+
+@pytest.fixture(scope="module")
+def search(pool: asyncpg.Pool, memo: MemoEmbedder, search_pool: asyncpg.Pool) -> HybridSearch:
+    # As rag runs it: ambient on the search pool's connections (the tests that build their own search
+    # without one run it in a transaction that sets what it needs).
+    return HybridSearch(pool, memo, search_pool=search_pool)
 
 
 @pytest.fixture(scope="module")
@@ -257,6 +267,37 @@ async def test_an_embedding_in_time_is_used(pool, memo, studio) -> None:
     result = await HybridSearch(pool, memo, semantic_wait_s=10).ambient(studio.org.id, "something for loosening up sore muscles after a hard week")
     assert "Mobility & Recovery" in labels(result.hits, "program")
     assert ambient_count("used") == used + 1
+
+
+@pytest.mark.parametrize("question", [SAAR_QUESTION, "any ideas for kettlebel swings and crosfit intervals"])
+async def test_an_ambient_search_on_the_search_pool_is_its_two_statements(pool, memo, studio, db_url, question) -> None:
+    sent: list[str] = []
+
+    async def logging(conn: asyncpg.Connection) -> None:
+        conn.add_query_logger(lambda record: sent.append(" ".join(record.query.split())))
+
+    async def keep(conn: asyncpg.Connection) -> None:
+        """No reset on release, as Spotter's pools (spotter_shared.db.create_pool)."""
+
+    logged = await asyncpg.create_pool(db_url, min_size=1, max_size=1, init=logging, reset=keep,
+                                       server_settings=search_settings(statement_timeout_ms=450))
+    try:
+        searching = HybridSearch(pool, memo, search_pool=logged, semantic_wait_s=10)
+        await searching.ambient(studio.org.id, question)  # a new connection's first statements learn its types
+        sent.clear()
+        on_pool = await searching.ambient(studio.org.id, question)
+        # The lexical half and the semantic one; no transaction, no SET.
+        assert len(sent) == 2 and sent[0].startswith("WITH t AS") and sent[1].startswith("SELECT s.scope"), sent
+        async with logged.acquire() as conn:
+            # The extensions' settings, given before pg_trgm and pgvector loaded, are theirs now.
+            assert [await conn.fetchval(f"SHOW {name}") for name in (
+                "pg_trgm.word_similarity_threshold", "hnsw.ef_search", "hnsw.iterative_scan", "statement_timeout",
+                "transaction_read_only")] == [str(FUZZY_MIN), "40", "relaxed_order", "450ms", "on"]
+    finally:
+        await logged.close()
+    # The same hits as a search that sets them in a transaction of its own.
+    in_transaction = await HybridSearch(pool, memo, semantic_wait_s=10).ambient(studio.org.id, question)
+    assert on_pool.hits and on_pool.hits == in_transaction.hits
 
 
 async def test_organization_id_must_be_a_uuid(search) -> None:

@@ -29,17 +29,19 @@ floor (NO_FLOOR): whoever asks wants the nearest by meaning.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 import uuid
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import AsyncIterator, Iterable, Sequence
 from dataclasses import dataclass, field
 
 import asyncpg
 import numpy as np
 
 from spotter_shared import metrics
+from spotter_shared.db import create_pool
 from spotter_shared.contracts.rag import SCOPES, AmbientHit, AmbientQuery, AmbientResult, Scope, SearchQuery, SearchResult
 from spotter_shared.errors import ErrorCode, SpotterError
 from spotter_shared.phonetic import MIN_KEY
@@ -282,6 +284,29 @@ CROSS JOIN LATERAL (
 """
 
 
+def search_settings(*, statement_timeout_ms: int, ef_search: int = HNSW_EF_SEARCH) -> dict[str, str]:
+    """What an ambient search needs of its connection, as the settings a search pool's connections start with
+    (`create_search_pool`): read only, the statement timeout, the fuzzy threshold and HNSW's. Set per search
+    instead, they cost a transaction and a SET LOCAL, three round trips to Postgres beside its two statements.
+    The extensions' settings are placeholders until pg_trgm and pgvector load, which then take their values."""
+    return {
+        "default_transaction_read_only": "on",
+        "statement_timeout": str(int(statement_timeout_ms)),
+        "pg_trgm.word_similarity_threshold": str(FUZZY_MIN),
+        "hnsw.ef_search": str(max(int(ef_search), SEMANTIC_ROWS_PER_SCOPE)),
+        # pgvector ≥ 0.8: keep scanning the graph until enough rows pass the filters (one studio's
+        # documents among all studios').
+        "hnsw.iterative_scan": "relaxed_order",
+    }
+
+
+async def create_search_pool(dsn: str, *, max_size: int, statement_timeout_ms: int,
+                             ef_search: int = HNSW_EF_SEARCH) -> asyncpg.Pool:
+    """A pool for `HybridSearch(search_pool=…)`, its connections set up for ambient search."""
+    return await create_pool(dsn, max_size=max_size,
+                             server_settings=search_settings(statement_timeout_ms=statement_timeout_ms, ef_search=ef_search))
+
+
 # A scope of a studio with at most this many documents (its own and the library's) is searched
 # exactly: a few hundred 384-d comparisons cost less than an HNSW walk that must skip every other
 # studio's and scope's nodes to find them (Demo Gym's 7 programs: ~1.5 ms by HNSW), and find the
@@ -303,8 +328,13 @@ class _Found:
 class HybridSearch:
     def __init__(self, pool: asyncpg.Pool, embedder: Embedder | None, *, budget_s: float = 0.6,
                  statement_timeout_ms: int = 450, search_budget_s: float = 2.0, ef_search: int = HNSW_EF_SEARCH,
-                 search_floor: float = NO_FLOOR, semantic_wait_s: float = 0.15) -> None:
+                 search_floor: float = NO_FLOOR, semantic_wait_s: float = 0.15,
+                 search_pool: asyncpg.Pool | None = None) -> None:
+        """`search_pool`: made by `create_search_pool` with the same statement timeout and ef_search; ambient
+        searches then run on its connections as they are. Without it (and for the tools' search, whose
+        settings differ) a search sets what it needs in a read-only transaction of its own."""
         self._pool = pool
+        self._search_pool = search_pool
         self._embedder = embedder
         self._budget_s = budget_s
         self._semantic_wait_s = semantic_wait_s
@@ -397,16 +427,7 @@ class HybridSearch:
         deadline = None if semantic_wait_s is None else loop.time() + semantic_wait_s
         embedding = asyncio.create_task(self._embed(semantic_text))
         try:
-            async with self._pool.acquire() as conn, conn.transaction(readonly=True):
-                # SET LOCAL: the settings die with this transaction, never leaking to the pooled connection.
-                await conn.execute(
-                    f"SET LOCAL statement_timeout = {int(statement_timeout_ms)};"
-                    f" SET LOCAL pg_trgm.word_similarity_threshold = {FUZZY_MIN};"
-                    f" SET LOCAL hnsw.ef_search = {max(self._ef_search, semantic_rows)};"
-                    # pgvector ≥ 0.8: keep scanning the graph until enough rows pass the filters
-                    # (one studio's documents among all studios').
-                    " SET LOCAL hnsw.iterative_scan = relaxed_order"
-                )
+            async with self._connection(statement_timeout_ms, semantic_rows) as conn:
                 found.matches = await self._lexical(conn, org, terms, scopes, rows)
                 if self._embedder is None:
                     return
@@ -419,6 +440,23 @@ class HybridSearch:
                     found.neighbours = await self._semantic(conn, org, vector, scopes, semantic_rows)
         finally:
             embedding.cancel()
+
+    @contextlib.asynccontextmanager
+    async def _connection(self, statement_timeout_ms: int, semantic_rows: int) -> AsyncIterator[asyncpg.Connection]:
+        """A connection with the search's settings: the search pool's as it is when they are its own
+        (ambient), else one whose read-only transaction sets them."""
+        if (self._search_pool is not None and statement_timeout_ms == self._statement_timeout_ms
+                and semantic_rows <= max(self._ef_search, SEMANTIC_ROWS_PER_SCOPE)):
+            async with self._search_pool.acquire() as conn:
+                yield conn
+            return
+        async with (self._search_pool or self._pool).acquire() as conn, conn.transaction(readonly=True):
+            # SET LOCAL: the settings die with this transaction, never leaking to the pooled connection.
+            await conn.execute("; ".join(
+                f"SET LOCAL {name} = {value}" for name, value in search_settings(
+                    statement_timeout_ms=statement_timeout_ms, ef_search=max(self._ef_search, semantic_rows)).items()
+                if name != "default_transaction_read_only"))
+            yield conn
 
     async def _embed(self, text: str) -> np.ndarray | None:
         if self._embedder is None:

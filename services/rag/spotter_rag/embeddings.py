@@ -7,8 +7,9 @@
   waiting; one per CPU) and one for passages (indexing), so a batch of 32 passages (~1 s here) never
   holds up a query (~10–25 ms).
 - `VoyageEmbedder`: voyage-multilingual-2 (1024 d) over HTTP, when `VOYAGE_API_KEY` is set.
-- `MemoEmbedder`: Redis (raw float32, TTL), then for passages `ai_cache` (model, input hash, base64
-  float32), then the provider for the misses only, in one batch; misses are written to both.
+- `MemoEmbedder`: for passages Redis (raw float32, TTL), then `ai_cache` (model, input hash, base64
+  float32), then the provider for the misses only, in one batch; misses are written to both. Queries
+  are remembered in the process (the last 1,024).
 
 Vectors are float32 numpy arrays, L2-normalised, so cosine similarity is a dot product. Vectors of
 different models never mix: each document and memo entry names its model.
@@ -25,7 +26,7 @@ import glob
 import hashlib
 import logging
 import os
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -316,8 +317,9 @@ def _voyage_error(status: int) -> ErrorCode:
 # --- the memo -------------------------------------------------------------------------------------
 
 OPERATIONS: dict[Kind, str] = {"query": "embed.query", "passage": "embed.passage"}
-# The kinds memoised in `ai_cache` as well as Redis (MemoEmbedder).
+# The kinds memoised in `ai_cache` as well as Redis (MemoEmbedder); queries are kept in the process.
 DB_KINDS: frozenset[Kind] = frozenset({"passage"})
+QUERY_MEMO_SIZE = 1024
 
 
 def input_hash(kind: Kind, text: str) -> str:
@@ -336,12 +338,14 @@ def from_bytes(raw: bytes, dimensions: int) -> np.ndarray | None:
 
 
 class MemoEmbedder:
-    """An Embedder that asks Redis, then (passages only) `ai_cache`, and embeds only what neither had.
+    """An Embedder that remembers: passages in Redis, then `ai_cache`, queries in the process; it embeds
+    only what it had not.
 
-    Queries are memoised in Redis alone: a query is one user message, asked again at once if at all
-    (a redelivered turn, a retry), and the database tier cost a fresh one two statements on its way to
-    the model call (~3 ms here) and a row per staff message kept for `db_ttl_days`. Passages (the
-    index, rebuilt in bulk) keep both tiers.
+    A query is one user message, asked again at once if at all (a redelivered turn, a retry), so it is
+    kept in this process only (the last QUERY_MEMO_SIZE). In Redis it cost every new message a GET before
+    its embedding and a SET after, two round trips on its way to the model call, for a hit only a retry
+    would bring; a retry that reaches another replica embeds again (~8 ms here). Passages (the index,
+    rebuilt in bulk) keep both tiers.
 
     `redis` must return bytes (decode_responses=False). A Redis failure degrades to the database
     and the provider; it never fails an embedding."""
@@ -356,6 +360,7 @@ class MemoEmbedder:
         self._redis = redis
         self._redis_ttl_s = int(redis_ttl_s)
         self._db_ttl_days = int(db_ttl_days)
+        self._queries: OrderedDict[str, np.ndarray] = OrderedDict()  # by text, least recently used first
 
     def redis_key(self, digest: str) -> str:
         return f"spotter:rag:emb:{self.model}:{digest}"
@@ -364,6 +369,8 @@ class MemoEmbedder:
         texts = list(texts)
         if not texts:
             return []
+        if kind == "query":
+            return await self._embed_queries(texts)
         digests = [input_hash(kind, t) for t in texts]
         unique = list(dict.fromkeys(digests))
         found = await self._from_redis(unique)
@@ -381,6 +388,19 @@ class MemoEmbedder:
                 await self._to_db(fresh, kind)
             await self._to_redis(fresh)
         return [found[d] for d in digests]
+
+    async def _embed_queries(self, texts: list[str]) -> list[np.ndarray]:
+        found = {t: self._queries[t] for t in texts if t in self._queries}
+        for text in found:
+            self._queries.move_to_end(text)
+        missing = [t for t in dict.fromkeys(texts) if t not in found]
+        if missing:
+            found.update(zip(missing, await self.inner.embed(missing, "query")))
+            for text in missing:
+                self._queries[text] = found[text]
+            while len(self._queries) > QUERY_MEMO_SIZE:
+                self._queries.popitem(last=False)
+        return [found[t] for t in texts]
 
     async def _from_redis(self, digests: list[str]) -> dict[str, np.ndarray]:
         if self._redis is None:

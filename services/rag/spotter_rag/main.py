@@ -14,7 +14,7 @@ from spotter_shared.bus import consumer_lag, prune_consumers
 from spotter_shared.contracts.rag import RAG_INDEXER_DURABLE, RAG_STREAM
 from spotter_shared.service import Infra, run_app, service_app, service_broker
 
-from .core import HybridSearch
+from .core import HybridSearch, create_search_pool
 from .embeddings import E5Embedder, Embedder, MemoEmbedder, VoyageEmbedder
 from .handlers import build_router, responders, router
 from .indexer import Indexer, Sweeper
@@ -48,8 +48,12 @@ def create_app(settings: RagSettings) -> FastStream:
         memo_redis = Redis.from_url(settings.redis_url, decode_responses=False)
         embedder = MemoEmbedder(inner, infra.pool, memo_redis, redis_ttl_s=settings.rag_embed_redis_ttl_s,
                                 db_ttl_days=settings.rag_embed_db_ttl_days)
+        # Ambient search's own connections, set up for it: a search is its two statements.
+        search_pool = await create_search_pool(settings.database_url, max_size=settings.spotter_db_pool_max,
+                                               statement_timeout_ms=settings.rag_statement_timeout_ms,
+                                               ef_search=settings.rag_hnsw_ef_search)
         search = HybridSearch(
-            infra.pool, embedder,
+            infra.pool, embedder, search_pool=search_pool,
             budget_s=settings.rag_search_budget_ms / 1000,
             statement_timeout_ms=settings.rag_statement_timeout_ms,
             search_budget_s=settings.rag_tool_search_budget_ms / 1000,
@@ -60,7 +64,7 @@ def create_app(settings: RagSettings) -> FastStream:
         sweeper = Sweeper(indexer, settings.rag_sweep_interval_s, after_round=embedder.purge_expired)
         # In the background: readiness never waits for a first index of the whole database.
         sweeper.start()
-        closing.append((sweeper, inner, memo_redis))
+        closing.append((sweeper, inner, memo_redis, search_pool))
         log.info("rag: embeddings %s (%d d), sweep every %ss", embedder.model, embedder.dimensions,
                  settings.rag_sweep_interval_s)
         rag = Rag(search=search, indexer=indexer, embedder=embedder)
@@ -68,8 +72,9 @@ def create_app(settings: RagSettings) -> FastStream:
         return rag
 
     async def on_stop() -> None:
-        for sweeper, inner, memo_redis in closing:
+        for sweeper, inner, memo_redis, search_pool in closing:
             await sweeper.stop()
+            await search_pool.close()
             if isinstance(inner, VoyageEmbedder):
                 await inner.aclose()
             elif isinstance(inner, E5Embedder):
