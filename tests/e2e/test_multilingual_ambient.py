@@ -8,6 +8,7 @@ him in Hebrew and Cyrillic."""
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 import uuid
 from typing import Any
@@ -17,10 +18,11 @@ import httpx
 import nats
 import pytest
 
+from spotter_orchestrator.prompt import AMBIENT_ROOM_TOKENS
 from spotter_shared.contracts.rag import REINDEX, ReindexRequest, ReindexResult
 from tests.factories import make_studio
 
-from .client import Sim, send
+from .client import Sim, auth, send
 from .conftest import Platform
 
 MEMBERS = [
@@ -147,3 +149,41 @@ async def test_search_tools_find_the_squats_in_three_languages(query: str, studi
     hits = by_action["search_anything"]["output"]["hits"]
     assert hits and all(h["kind"] == "exercise" for h in hits)
     assert any("Squat" in h["label"] for h in hits[:3]), hits
+
+
+async def test_an_ambient_block_past_the_first_reservations_room_is_reserved_again_and_charged_once(
+        pool: asyncpg.Pool, platform: Platform, http: httpx.AsyncClient, sim: Sim) -> None:
+    # A new message's first reservation is asked while ambient search runs, with room for a block of
+    # AMBIENT_ROOM_TOKENS; names as long as the schema allows make a larger one, which is held again once
+    # known (the draft's hold released), so the call is charged once and no hold is left.
+    long = "Abcdefghijklmnopqrstuvwxy " * 9
+    studio = await make_studio(pool, extra_members=[{"full_name": f"Saar {long}{n}", "plan": "Unlimited"} for n in range(3)],
+                               programs=[f"Saar Strength {long}{n}" for n in range(2)])
+    await reindex(platform, studio.org.id)
+    owner = studio.owner.user_id
+
+    async def usage() -> dict[str, Any]:
+        return (await http.get(f"/organizations/{studio.org.id}/agent/usage", headers=auth(owner))).json()
+
+    opened = await send(http, studio.org.id, owner, "hi")
+    conversation = opened.of("done")[0]["conversationId"]
+    for _ in range(100):  # the title's call, after `done`, settled
+        if (await usage())["reservedUsdMicros"] == 0 and await pool.fetchval(
+                "SELECT title <> 'hi' FROM ai_conversations WHERE id = $1", uuid.UUID(conversation)):
+            break
+        await asyncio.sleep(0.1)
+    before = await pool.fetchval("SELECT cost_usd_micros FROM ai_conversation_usage WHERE conversation_id = $1",
+                                 uuid.UUID(conversation))
+
+    question = "can you find saar and tell me about their payment plan and their strength program"
+    stream = await send(http, studio.org.id, owner, question, conversation)
+    assert stream.status == 200 and stream.types()[-1] == "done" and not stream.of("error"), stream.events
+    body = await last_request_with(sim, question)
+    block = re.search(r'<ambient_context untrusted="true">.*?</ambient_context>',
+                      "\n".join(b.get("text", "") for b in body["messages"][-1]["content"]), re.S)
+    assert block and len(json.dumps(block.group(0))) > 3 * AMBIENT_ROOM_TOKENS, block
+    charged = stream.of("done")[0]["usage"]["costUsdMicros"]
+    after = await pool.fetchval("SELECT cost_usd_micros FROM ai_conversation_usage WHERE conversation_id = $1",
+                                uuid.UUID(conversation))
+    assert charged > 0 and after - before == charged
+    assert (await usage())["reservedUsdMicros"] == 0

@@ -101,3 +101,43 @@ async def test_a_new_messages_verdict_is_its_first_reservation_asked_with_the_ti
     await model_loop.give_back(ctx)
     assert [s.reservation_id for s in granted.settled] == [f"{ctx.turn_id}:0"] and granted.reserved == [
         (ctx.turn_id, 0, estimate_tokens(model_loop._params(ctx, HISTORY)))]
+
+
+def with_ambient(chars: int) -> list[Any]:
+    """HISTORY's message with an ambient block of about `chars` characters before its words, as a message
+    rag found something for is sent."""
+    block = "<ambient_context untrusted=\"true\">\n" + "- member Saar Cohen\n" * (chars // 20) + "</ambient_context>"
+    return [{"role": "user", "content": [{"type": "text", "text": block}, *HISTORY[0]["content"]]}]
+
+
+async def test_a_draft_reserved_with_room_for_its_ambient_block_is_taken_for_the_request_it_became() -> None:
+    billing, ctx = Billing(GRANTED), context()
+    model_loop = loop(billing)
+    model_loop.reserve_ahead(ctx, HISTORY, fresh_tier=True, room=400)
+    assert await model_loop.refused(ctx) is None
+    reservation = ctx.ahead.reservation
+    full = with_ambient(600)
+    model_loop.retarget(ctx, full)
+    held = estimate_tokens(model_loop._params(ctx, HISTORY)) + 400
+    # One reservation, asked before the block was known, holding for more than the request the call makes.
+    assert billing.reserved == [(ctx.turn_id, 0, held)] and billing.fresh_tier == [True]
+    assert estimate_tokens(model_loop._params(ctx, full)) <= held
+    assert ctx.ahead.reservation is reservation and ctx.ahead.params == model_loop._params(ctx, full)
+    await model_loop.give_back(ctx)
+    assert [s.reservation_id for s in billing.settled] == [f"{ctx.turn_id}:0"]
+
+
+async def test_a_request_grown_past_its_room_is_given_back_and_reserved_again_for_itself() -> None:
+    billing, ctx = Billing(GRANTED), context()
+    model_loop = loop(billing)
+    model_loop.reserve_ahead(ctx, HISTORY, fresh_tier=True, room=400)
+    assert await model_loop.refused(ctx) is None
+    full = with_ambient(4000)
+    model_loop.retarget(ctx, full)
+    reservation_id, held = await ctx.ahead.reservation
+    needed = estimate_tokens(model_loop._params(ctx, full))
+    assert needed > estimate_tokens(model_loop._params(ctx, HISTORY)) + 400
+    # The draft's hold released (its id forgotten by billing), then the same call held again for this request.
+    assert [(s.reservation_id, s.usage) for s in billing.settled] == [(f"{ctx.turn_id}:0", None)]
+    assert billing.reserved[1:] == [(ctx.turn_id, 0, needed)] and billing.fresh_tier == [True, True]
+    assert reservation_id == f"{ctx.turn_id}:0" and held.ok and ctx.ahead.params == model_loop._params(ctx, full)

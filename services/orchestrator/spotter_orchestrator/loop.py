@@ -114,6 +114,8 @@ class LoopContext:
 class Ahead:
     params: dict[str, Any]
     reservation: asyncio.Future[tuple[str, Reservation]]
+    input_tokens: int  # the prompt estimate the reservation holds for (params' own, or more: `room`)
+    fresh_tier: bool = False
 
 
 class ModelLoop:
@@ -136,13 +138,38 @@ class ModelLoop:
                     return step
 
     # CallModel ----------------------------------------------------------------------------------
-    def reserve_ahead(self, ctx: LoopContext, history: History, *, fresh_tier: bool = False) -> None:
+    def reserve_ahead(self, ctx: LoopContext, history: History, *, fresh_tier: bool = False, room: int = 0) -> None:
         """Ask for the next call's reservation now, before the turn gets to the call (a new message's
-        first call: its reservation is the message's budget verdict, `refused`). Only for a request that
-        cannot change before the call: the call takes it as it is (`call_model`); a turn that makes no
-        call gives it back (`give_back`)."""
+        first call: its reservation is the message's budget verdict, `refused`). For a request that
+        cannot change before the call, or that can grow by at most `room` tokens of estimate before it
+        (`retarget`): the call takes it (`call_model`); a turn that makes no call gives it back
+        (`give_back`)."""
         params = self._params(ctx, history)
-        ctx.ahead = Ahead(params, asyncio.ensure_future(self._reserve(ctx, params, fresh_tier=fresh_tier)))
+        tokens = estimate_tokens(params) + room
+        ctx.ahead = Ahead(params, asyncio.ensure_future(self._reserve(ctx, params, fresh_tier=fresh_tier, input_tokens=tokens)),
+                          tokens, fresh_tier)
+
+    def retarget(self, ctx: LoopContext, history: History) -> None:
+        """The request the call will make, now that it is known, under the reservation asked ahead for a
+        draft of it (`reserve_ahead`'s `room`): kept when it holds for this request's estimate; given back
+        and asked for again, for this request, when it does not (a draft that grew past its room)."""
+        ahead = ctx.ahead
+        assert ahead is not None
+        params = self._params(ctx, history)
+        tokens = estimate_tokens(params)
+        if tokens <= ahead.input_tokens:
+            ctx.ahead = Ahead(params, ahead.reservation, ahead.input_tokens, ahead.fresh_tier)
+        else:
+            ctx.ahead = Ahead(params, asyncio.ensure_future(self._reserve_again(ctx, ahead, params, tokens)), tokens,
+                              ahead.fresh_tier)
+
+    async def _reserve_again(self, ctx: LoopContext, ahead: Ahead, params: dict[str, Any],
+                             tokens: int) -> tuple[str, Reservation]:
+        reservation_id, held = await ahead.reservation
+        if held.ok:
+            # Released, the id is forgotten (billing), so the same call is held again under it, for more.
+            await self._settle(ctx, reservation_id, None)
+        return await self._reserve(ctx, params, fresh_tier=ahead.fresh_tier, input_tokens=tokens)
 
     async def refused(self, ctx: LoopContext) -> Failed | None:
         """The reservation asked for ahead, awaited: why the call may not be made, or None when it was
@@ -180,13 +207,14 @@ class ModelLoop:
             "messages": with_recent_activity(with_cached_tail(messages), ctx.activity),
         }
 
-    async def _reserve(self, ctx: LoopContext, params: dict[str, Any], *, fresh_tier: bool = False) -> tuple[str, Reservation]:
+    async def _reserve(self, ctx: LoopContext, params: dict[str, Any], *, fresh_tier: bool = False,
+                       input_tokens: int | None = None) -> tuple[str, Reservation]:
         # ctx.rounds starts at the turn's recorded model calls, so a redelivered attempt repeats the
         # id of the call its dead predecessor had in flight and takes over that call's hold.
         return await self._peers.reserve_call(
             ctx.turn_id, ctx.rounds, organization_id=ctx.actor.organization_id, model=ctx.model,
-            input_tokens=estimate_tokens(params), max_output_tokens=ctx.max_tokens, trace_id=ctx.trace_id,
-            fresh_tier=fresh_tier,
+            input_tokens=estimate_tokens(params) if input_tokens is None else input_tokens,
+            max_output_tokens=ctx.max_tokens, trace_id=ctx.trace_id, fresh_tier=fresh_tier,
         )
 
     async def call_model(self, ctx: LoopContext, history: History) -> RunTools | Finished | Failed:

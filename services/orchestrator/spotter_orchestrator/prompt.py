@@ -110,6 +110,12 @@ def org_block(org: OrgContext) -> str:
     )
 
 
+# What a new message's first reservation holds for its ambient block, in the estimate's tokens (~3 characters
+# each, loop.estimate_tokens), asked before the block is known: five hits of ~200 characters. A larger block
+# (long names or details) is reserved again once known.
+AMBIENT_ROOM_TOKENS = 400
+
+
 def turn_context(org: OrgContext, actor: Actor, page: PageContext | None, ambient: list[AmbientHit], now: datetime) -> str:
     """Everything about this turn that is not the user's words, rendered once and stored with them.
     Page and ambient text come from the client and the studio's data: escaped, marked untrusted."""

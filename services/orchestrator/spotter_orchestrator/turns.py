@@ -37,7 +37,7 @@ from .emitter import Emitter
 from .loop import CallModel, Failed, Finished, LoopContext, ModelLoop, Outcome, RunTools, Suspended, Step
 from .model import ModelClient
 from .peers import Peers
-from .prompt import TURN_CONTEXT_KEY, Layout, system_blocks, tool_params, turn_context
+from .prompt import AMBIENT_ROOM_TOKENS, TURN_CONTEXT_KEY, Layout, system_blocks, tool_params, turn_context
 from .settings import OrchestratorSettings
 from .store import OrgContext, StoredMessage, Store, TurnRecord, fallback_title
 from .summaries import Summaries
@@ -350,17 +350,25 @@ class TurnRunner:
                 message: StoredMessage | None = None
                 try:
                     if not _open_batch(stored):
-                        # Nothing to close first: once the search has answered, the first request is
-                        # known, and its reservation (the tier read fresh) is the message's budget
-                        # verdict: one question to billing instead of a pre-check and then a reservation.
-                        message = self._user_message(cmd, org, await asked.ambient)
-                        if not self._summaries.due([*stored, message]):
-                            ctx = await self._context(cmd, turn, emitter, logged, [*stored, message], org=org,
+                        # Nothing to close first: the first request's reservation (the tier read fresh) is
+                        # the message's budget verdict, one question to billing instead of a pre-check and
+                        # then a reservation. It is asked while ambient search runs, for the request without
+                        # its ambient block and with room for one; once the search has answered, the call
+                        # takes it for the request as it is (a block past the room is reserved again,
+                        # ModelLoop.retarget). A refused message does not wait for the search.
+                        searching = not asked.ambient.done()
+                        draft = self._user_message(cmd, org, [] if searching else await asked.ambient)
+                        if not self._summaries.due([*stored, draft]):
+                            ctx = await self._context(cmd, turn, emitter, logged, [*stored, draft], org=org,
                                                       activity=activity)
-                            self._loop.reserve_ahead(ctx, history_of([*stored, message], self._settings.spotter_prompt_layout),
-                                                     fresh_tier=True)
+                            self._loop.reserve_ahead(ctx, history_of([*stored, draft], self._settings.spotter_prompt_layout),
+                                                     fresh_tier=True, room=AMBIENT_ROOM_TOKENS if searching else 0)
                             if (refused := await self._loop.refused(ctx)) is not None:
                                 return refused
+                            message = draft
+                            if searching:
+                                message = self._user_message(cmd, org, await asked.ambient)
+                                self._retarget(ctx, org, [*stored, message])
                     if ctx is None:
                         # A batch to close or a compaction first: the pre-check answers for the message.
                         verdict = await self._peers.precheck(cmd.actor.organization_id, cmd.trace_id)
@@ -593,6 +601,14 @@ class TurnRunner:
             already_pending={e["toolUseId"] for e in logged if e["type"] in ("confirmation_pending", "disambiguation_pending")},
         )
 
+
+    def _retarget(self, ctx: LoopContext, org: OrgContext, stored: list[StoredMessage]) -> None:
+        """The first request as it is now that the message's ambient block has come (`ModelLoop.retarget`);
+        in the seed layout that block is in the system prompt."""
+        layout = self._settings.spotter_prompt_layout
+        if layout == "seed":
+            ctx.system = system_blocks(org, latest_turn_context(stored))
+        self._loop.retarget(ctx, history_of(stored, layout))
 
     async def _recent_activity(self, actor: Actor, org: OrgContext | Awaitable[OrgContext]) -> str | None:
         """Context, not a precondition: a turn goes on without it if it cannot be read. The caller's session
