@@ -41,8 +41,8 @@ import asyncpg
 import numpy as np
 
 from spotter_shared import metrics
-from spotter_shared.db import create_pool
 from spotter_shared.contracts.rag import SCOPES, AmbientHit, AmbientQuery, AmbientResult, Scope, SearchQuery, SearchResult
+from spotter_shared.db import create_pool
 from spotter_shared.errors import ErrorCode, SpotterError
 from spotter_shared.phonetic import MIN_KEY
 from spotter_shared.terms import Term, extract_terms, like_pattern, name_pattern, unsearched
