@@ -223,7 +223,7 @@ async def test_queries_asked_together_run_a_lane_each_newest_first_with_the_same
 
 async def test_a_query_alone_gets_every_engine_thread_only_when_it_is_long(e5: E5Embedder) -> None:
     short = unique("kettlebell swings")
-    long = unique(" ".join(["kettlebell swings rowing intervals deadlift mobility"] * 4))
+    long = unique(" ".join(["kettlebell swings rowing intervals deadlift mobility"] * 8))
     assert e5._query_lanes[0].tokens(short) < PARALLEL_MIN_TOKENS <= e5._query_lanes[0].tokens(long)
     with engine_calls(e5) as calls:
         await e5.embed([short], "query")
