@@ -14,7 +14,7 @@ from typing import Any, Awaitable, Callable, Optional
 import anthropic
 import httpx
 
-from bench_stats import TurnResult
+from bench_stats import Samples, TurnResult
 
 TURN_TIMEOUT_S = 60.0
 DRAIN_S = 1.0  # after `done`, how long the end of the response is waited for (it comes at once)
@@ -255,3 +255,12 @@ async def run_closed_loop(turn: Callable[[], Awaitable[TurnResult]], n: int, con
     t0 = time.perf_counter()
     await asyncio.gather(*(worker() for _ in range(min(concurrency, n))))
     return results, time.perf_counter() - t0
+
+
+async def sample_round(samples: Samples, turn: Callable[[], Awaitable[TurnResult]], n: int,
+                       concurrency: int) -> tuple[list[TurnResult], float]:
+    """One measured round (`run_closed_loop`) added to `samples` with each conversation's pace."""
+    workers: list[tuple[int, float]] = []
+    results, wall = await run_closed_loop(turn, n, concurrency, workers)
+    samples.add_round(results, wall, workers)
+    return results, wall

@@ -504,7 +504,7 @@ async def measure_floor(p: Any, http: Any, gw: Any, workload: Any, request_body:
     processes and the servers (the simulator left out)."""
     from collections import Counter
 
-    from bench_clients import Conversations, Gateway, run_closed_loop
+    from bench_clients import Conversations, Gateway, run_closed_loop, sample_round
     from bench_stats import Samples, cpu_delta, cpu_snapshot
 
     floor = Floor(p.env, p.log_dir).start(request_body, p.token, user_id)
@@ -529,10 +529,8 @@ async def measure_floor(p: Any, http: Any, gw: Any, workload: Any, request_body:
             for name in (list(paths) if rnd % 2 == 0 else list(reversed(paths))):
                 turn, roots = paths[name]
                 before = cpu_snapshot(roots)
-                workers: list[tuple[int, float]] = []
-                results, wall = await run_closed_loop(turn, turns_per_round, concurrency, workers)
+                results, wall = await sample_round(samples[name], turn, turns_per_round, concurrency)
                 cpu[name].update(cpu_delta(before, cpu_snapshot(roots)))
-                samples[name].add_round(results, wall, workers)
                 errors += [(f"floor round {rnd + 1}, {name}", r.error or "?") for r in results if not r.ok]
             if floor.dead():
                 raise RuntimeError("floor process died: " + ", ".join(floor.dead()))

@@ -42,7 +42,9 @@ import anthropic  # noqa: E402
 import asyncpg  # noqa: E402
 import httpx  # noqa: E402
 
-from bench_clients import Conversations, DirectPlan, Gateway, Workload, direct_turn, gateway_turn, run_closed_loop  # noqa: E402
+from bench_clients import (  # noqa: E402
+    Conversations, DirectPlan, Gateway, Workload, direct_turn, gateway_turn, run_closed_loop, sample_round,
+)
 from bench_platform import DEMO_EMAIL, Platform, say  # noqa: E402
 from bench_report import (  # noqa: E402
     context_section, detail_table, markdown, ratio_table, tools_section, update_readme, write_results,
@@ -291,12 +293,10 @@ class Bench:
             for path in order:
                 fn = self.direct if path == "direct" else self.gateway
                 before, self_before = cpu_snapshot(roots), _self_cpu()
-                workers: list[tuple[int, float]] = []
-                results, wall = await run_closed_loop(lambda fn=fn: fn(w), cell.turns_per_round, c, workers)
+                results, wall = await sample_round(samples[path], lambda fn=fn: fn(w), cell.turns_per_round, c)
                 delta = cpu_delta(before, cpu_snapshot(roots))
                 delta["bench-client"] = _self_cpu() - self_before
                 cpu[path].update(delta)
-                samples[path].add_round(results, wall, workers)
                 for r in results:
                     if not r.ok:
                         self.all_errors.append((f"{w.key} c={c} {path} round {rnd + 1}", r.error or "?"))

@@ -62,7 +62,7 @@ if str(BENCH_DIR) not in sys.path:
 
 import httpx  # noqa: E402
 
-from bench_clients import DRAIN_S, TURN_TIMEOUT_S, Workload, run_closed_loop  # noqa: E402
+from bench_clients import DRAIN_S, TURN_TIMEOUT_S, Workload, run_closed_loop, sample_round  # noqa: E402
 from bench_stats import Samples, TurnResult, cpu_delta, cpu_snapshot, ratio  # noqa: E402
 
 NAME = "langgraph"
@@ -518,10 +518,13 @@ class LangGraphPeer:
         return await langgraph_turn(self.http, self.server.url, w)
 
     async def run_round(self, w: Workload, n: int, concurrency: int,
-                        workers: Optional[list[tuple[int, float]]] = None) -> tuple[list[TurnResult], float]:
+                        samples: Optional[Samples] = None) -> tuple[list[TurnResult], float]:
+        """One round of `w`; a measured one is added to `samples`."""
         assert self.sim is not None
         async with scripted(self.sim, w.message, self.responses_for(w)):
-            return await run_closed_loop(lambda: self.turn(w), n, concurrency, workers)
+            if samples is None:
+                return await run_closed_loop(lambda: self.turn(w), n, concurrency)
+            return await sample_round(samples, lambda: self.turn(w), n, concurrency)
 
     def pids(self) -> dict[str, Optional[int]]:
         return {NAME: self.server.pid}
@@ -586,12 +589,10 @@ async def measure(
                 for rnd in range(k):
                     roots = {**peer.pids(), **(extra_pids or {})}
                     before, self_before = cpu_snapshot(roots), _self_cpu()
-                    workers: list[tuple[int, float]] = []
-                    results, wall = await peer.run_round(w, n, c, workers)
+                    results, wall = await peer.run_round(w, n, c, samples)
                     delta = cpu_delta(before, cpu_snapshot(roots))
                     delta["bench-client"] = _self_cpu() - self_before
                     cpu.update(delta)
-                    samples.add_round(results, wall, workers)
                     out["errors"] += [(f"{NAME} {w.key} c={c} round {rnd + 1}", r.error or "?") for r in results if not r.ok]
                     s = samples.summary()
                     progress(f"{w.key:>8} c={c:<2} round {rnd + 1}/{k} {NAME}: {len(results)} turns in {wall:.2f}s, "
